@@ -1,0 +1,248 @@
+"""The AOPIC engine: cash, lambda, greedy selection, history window, importance.
+
+Pure Python, no Scrapy and no Redis: the scheduler, the Redis backend and the
+simulator all drive this one implementation (Abiteboul, Preda, Cobena,
+"Adaptive On-Line Page Importance Computation", WWW 2003; SPEC section 2).
+
+The engine decides *how much* cash moves *where*; a
+:class:`~scrapy_aopic.store.base.FrontierStore` applies each move atomically.
+Cash enters only through seeds (:meth:`AopicEngine.add_seed`) and is never
+created or lost afterwards, which :meth:`AopicEngine.conservation_error`
+checks by recounting every account.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
+
+from .store.base import ALIAS, PENDING, Credit, FrontierStore, Lease, Link, Totals
+
+
+def _always_ready(host: str) -> bool:
+    return True
+
+
+class VisitResult(NamedTuple):
+    """What a visit paid: to lambda, to each link, and over how many links."""
+
+    lambda_amount: float
+    link_share: float
+    links: int
+
+
+class RankedPage(NamedTuple):
+    """One line of the importance ranking."""
+
+    url: str
+    importance: float
+    cash: float
+    history: float
+    visits: int
+    depth: int
+    state: int
+
+
+def lambda_split(cash: float, links: int, tax: float | None) -> tuple[float, float]:
+    """``(lambda_amount, per_link_share)`` of a page holding ``cash`` with
+    ``links`` distinct out-links (SPEC 2, step 4).
+
+    ``tax=None``: lambda is one more out-link, ``c/(m+1)`` each. A float tax:
+    lambda gets ``t*c`` and every link ``(1-t)*c/m``. No links: all to lambda.
+    """
+    if links <= 0:
+        return cash, 0.0
+    if tax is None:
+        share = cash / (links + 1)
+        return cash - share * links, share
+    share = cash * (1.0 - tax) / links
+    return cash - share * links, share
+
+
+def windowed_history(
+    history: float,
+    last_visit: float | None,
+    cash: float,
+    now: float,
+    window: float | None,
+) -> float:
+    """History of a page after a visit that found ``cash`` (SPEC 2, AOPIC).
+
+    Without a window this is OPIC's ``H + c``. With window ``T`` and ``S`` the
+    time since the previous visit: ``T < S`` keeps only the part of ``c`` that
+    accrued inside the window, ``c*T/S``; ``S <= T`` scales the old history
+    down by the part of the window that has passed and adds ``c``. A first
+    visit has no previous one: its history is ``c``.
+    """
+    if window is None or last_visit is None:
+        return history + cash
+    elapsed = max(0.0, now - last_visit)
+    if window < elapsed:
+        return cash * window / elapsed
+    return history * (window - elapsed) / window + cash
+
+
+class AopicEngine:
+    """AOPIC over a :class:`~scrapy_aopic.store.base.FrontierStore`.
+
+    :param store: where the books live.
+    :param lambda_tax: ``None`` (lambda is one more out-link) or a float in
+        [0, 1] (fixed share to lambda). See ``AOPIC_LAMBDA_TAX``.
+    :param history_window: ``T`` in clock units, or ``None`` for plain OPIC.
+    :param seed_cash: cash each new seed brings.
+    :param clock: returns the current time; wall-clock seconds in a crawl, a
+        visit counter in simulations.
+    """
+
+    def __init__(
+        self,
+        store: FrontierStore,
+        *,
+        lambda_tax: float | None = None,
+        history_window: float | None = None,
+        seed_cash: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ):
+        if lambda_tax is not None and not 0.0 <= lambda_tax <= 1.0:
+            raise ValueError(f"AOPIC_LAMBDA_TAX must be in [0, 1] or None, got {lambda_tax!r}")
+        if history_window is not None and history_window <= 0:
+            raise ValueError(f"AOPIC_HISTORY_WINDOW must be > 0 or None, got {history_window!r}")
+        if not seed_cash > 0 or math.isinf(seed_cash):
+            raise ValueError(f"AOPIC_SEED_CASH must be a positive number, got {seed_cash!r}")
+        self.store = store
+        self.lambda_tax = lambda_tax
+        self.history_window = history_window
+        self.seed_cash = seed_cash
+        self.clock = clock
+
+    # -- cash in ------------------------------------------------------------
+
+    def add_seed(self, link: Link, cash: float | None = None) -> bool:
+        """Bring ``cash`` (default ``seed_cash``) in for a new URL; a known
+        URL brings nothing (returns ``False``)."""
+        return self.store.inject(link, self.seed_cash if cash is None else cash)
+
+    def discover(self, link: Link) -> int | None:
+        """Make a URL known with no cash; returns its previous state or None."""
+        return self.store.register(link)
+
+    # -- selection ----------------------------------------------------------
+
+    def visit_lambda_if_due(self) -> float:
+        """Visit lambda when it is at least as rich as the richest pending
+        URL, or when nothing else is pending (SPEC 2); returns the payout."""
+        lambda_cash = self.store.totals().lambda_cash
+        if lambda_cash <= 0:
+            return 0.0
+        richest = self.store.peek()
+        if richest is not None and lambda_cash < richest[1]:
+            return 0.0
+        return self.store.visit_lambda()
+
+    def next(self, ready: Callable[[str], bool] = _always_ready) -> Lease | None:
+        """Lease the richest pending URL among hosts that are ``ready``."""
+        self.visit_lambda_if_due()
+        return self.store.pop(ready)
+
+    # -- settling -------------------------------------------------------------
+
+    def visit(
+        self, lease: Lease, links: Iterable[Link], now: float | None = None
+    ) -> VisitResult | None:
+        """The page of ``lease`` was parsed and links to ``links``.
+
+        ``links`` must already exclude URLs known to be refused; duplicates and
+        self-links are removed here. Returns what lambda and each link got, or
+        ``None`` if the lease was already settled.
+        """
+        distinct: dict[str, Link] = {}
+        for link in links:
+            if link.url != lease.url and link.url not in distinct:
+                distinct[link.url] = link
+        lambda_amount, share = lambda_split(lease.cash, len(distinct), self.lambda_tax)
+        now = self.clock() if now is None else now
+        history = windowed_history(
+            lease.history, lease.last_visit, lease.cash, now, self.history_window
+        )
+        credits = [Credit(link, share) for link in distinct.values()]
+        if not self.store.settle_visit(lease.url, lease.lease_id, history, now, credits):
+            return None
+        return VisitResult(lambda_amount, share, len(distinct))
+
+    def fail(self, lease: Lease, *, refuse: bool = False) -> bool:
+        """The fetch yielded no page: its cash goes to lambda."""
+        return self.store.settle_failure(lease.url, lease.lease_id, refuse=refuse)
+
+    def transfer(self, lease: Lease, target: Link) -> bool:
+        """The URL is another name of ``target``: cash and future credit go there."""
+        return self.store.settle_transfer(lease.url, lease.lease_id, target)
+
+    def requeue(self, lease: Lease) -> bool:
+        """Put the URL back in the frontier with its cash."""
+        return self.store.settle_requeue(lease.url, lease.lease_id)
+
+    # -- importance -----------------------------------------------------------
+
+    def totals(self) -> Totals:
+        return self.store.totals()
+
+    @property
+    def history_sum(self) -> float:
+        """Sum of history over all pages and lambda: the convergence
+        indicator (the importance error shrinks like ``1/history_sum``)."""
+        return self.store.totals().history_sum
+
+    def importance_denominator(self) -> float:
+        t = self.store.totals()
+        return t.history_sum + t.injected
+
+    def importance(self, url: str) -> float:
+        """``X(u) = (H(u) + C(u)) / (sum H + injected)``; 0 for unknown URLs."""
+        view = self.store.get(url)
+        denominator = self.importance_denominator()
+        if view is None or denominator <= 0:
+            return 0.0
+        return (view.history + view.cash + view.leased) / denominator
+
+    def ranking(self) -> list[RankedPage]:
+        """Every non-alias page, most important first (O(n log n))."""
+        denominator = self.importance_denominator() or 1.0
+        pages = [
+            RankedPage(
+                v.url,
+                (v.history + v.cash + v.leased) / denominator,
+                v.cash + v.leased,
+                v.history,
+                v.visits,
+                v.depth,
+                v.state,
+            )
+            for v in self.store.iter_accounts()
+            if v.state != ALIAS
+        ]
+        pages.sort(key=lambda p: (-p.importance, p.url))
+        return pages
+
+    # -- the invariant --------------------------------------------------------
+
+    def ledger(self) -> tuple[float, float, float, float]:
+        """Recount the books account by account (O(n)):
+        ``(account_cash, lambda_cash, in_flight, injected)``."""
+        accounts = 0.0
+        in_flight = 0.0
+        for view in self.store.iter_accounts():
+            accounts += view.cash
+            in_flight += view.leased
+        t = self.store.totals()
+        return accounts, t.lambda_cash, in_flight, t.injected
+
+    def conservation_error(self) -> float:
+        """``|sum C + C(lambda) + in flight - injected|``, recounted."""
+        accounts, lambda_cash, in_flight, injected = self.ledger()
+        return abs(math.fsum((accounts, lambda_cash, in_flight)) - injected)
+
+    def iter_pending(self) -> Iterator[str]:
+        """URLs of pending accounts (O(n); for tests and tools)."""
+        return (v.url for v in self.store.iter_accounts() if v.state == PENDING)

@@ -1,0 +1,230 @@
+"""The storage interface behind the AOPIC engine.
+
+A store keeps the books: one account per canonical URL, the lambda page, the
+cash in flight (leased to a fetch) and the running totals. Every method that
+moves cash is *one atomic change that keeps the books balanced*: the in-memory
+store does it in plain Python, the Redis store in one Lua script, so many
+workers can share it. The engine (:mod:`scrapy_aopic.engine`) decides how much
+moves where; the store only applies it.
+
+Amounts handed to a store are never created by it: the only way cash enters
+is :meth:`FrontierStore.inject` (a seed), and cash a store cannot deliver
+(a refused or failed account, an alias loop) goes to lambda.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+# Account states. Small ints: they are stored per account.
+PENDING = 0  #: waiting to be fetched
+LEASED = 1  #: handed to a fetch; its cash is in flight
+CRAWLED = 2  #: fetched and parsed
+FAILED = 3  #: fetch failed / not HTML / non-2xx; cash sent to lambda
+REFUSED = 4  #: refused (trap, robots, duplicate); never fetched
+ALIAS = 5  #: another name of ``target`` (redirect, near-duplicate)
+
+STATE_NAMES = {
+    PENDING: "pending",
+    LEASED: "leased",
+    CRAWLED: "crawled",
+    FAILED: "failed",
+    REFUSED: "refused",
+    ALIAS: "alias",
+}
+
+#: Longest alias chain followed before the cash goes to lambda instead.
+MAX_ALIAS_HOPS = 8
+
+#: What a store keeps as the request of an account: ``None`` (a plain GET of
+#: the account's URL), a ``str`` (a plain GET of another spelling of it), a
+#: JSON-able ``dict`` (see :mod:`scrapy_aopic.requestcodec`), or, in memory,
+#: any object the caller gave.
+RequestData = Any
+
+
+class Link(NamedTuple):
+    """A URL a visited page passes cash to, with what is needed to fetch it."""
+
+    url: str  #: canonical URL (the account key)
+    host: str  #: politeness key (Scrapy's download slot)
+    depth: int  #: hops from a seed
+    request: RequestData = None
+
+
+class Credit(NamedTuple):
+    """``amount`` of cash for the account of ``link`` (created if unknown)."""
+
+    link: Link
+    amount: float
+
+
+class Lease(NamedTuple):
+    """A pending URL handed out for fetching, with the cash it took along."""
+
+    url: str
+    lease_id: int
+    cash: float  #: cash moved from the account into flight
+    host: str
+    depth: int
+    request: RequestData
+    history: float  #: the account's history before this visit
+    last_visit: float | None  #: clock time of the previous visit, if any
+    visits: int  #: completed visits before this one
+
+
+class AccountView(NamedTuple):
+    """Read-only snapshot of one account (cash settled, lease included)."""
+
+    url: str
+    state: int
+    cash: float  #: cash held now, dividends settled
+    history: float
+    leased: float  #: cash in flight for this URL (0 unless LEASED)
+    visits: int
+    last_visit: float | None
+    depth: int
+    host: str
+    target: str | None  #: for ALIAS accounts, the URL they point to
+
+
+@dataclass
+class Totals:
+    """The store's running books (O(1) to read)."""
+
+    injected: float = 0.0  #: all cash ever brought in by seeds
+    lambda_cash: float = 0.0
+    lambda_history: float = 0.0
+    in_flight: float = 0.0  #: cash of open leases
+    history_sum: float = 0.0  #: sum of history over pages, lambda included
+    lambda_visits: int = 0
+    visits: int = 0  #: completed page visits
+    known: int = 0  #: accounts of every state
+    pending: int = 0
+    leased: int = 0
+
+
+class FrontierStore(ABC):
+    """Accounts, lambda, pending order and leases: the engine's storage.
+
+    ``lambda_targets`` is ``"pending"`` or ``"all"``: which accounts share a
+    lambda payout. Payouts are O(1): a store keeps a cumulative per-target
+    dividend and settles an account lazily when it is next touched.
+    """
+
+    lambda_targets: str
+
+    # -- reading ------------------------------------------------------------
+
+    @abstractmethod
+    def totals(self) -> Totals:
+        """The running books."""
+
+    @abstractmethod
+    def get(self, url: str) -> AccountView | None:
+        """Snapshot of the account of canonical ``url``, if known."""
+
+    @abstractmethod
+    def iter_accounts(self) -> Iterator[AccountView]:
+        """Every account, in no particular order (O(n): exports, checks)."""
+
+    @abstractmethod
+    def peek(self) -> tuple[str, float] | None:
+        """URL and cash of the richest pending account (any host), if any."""
+
+    # -- cash in ------------------------------------------------------------
+
+    @abstractmethod
+    def inject(self, link: Link, cash: float) -> bool:
+        """Bring ``cash`` into the system for a *new* account (a seed).
+
+        Returns ``False`` and injects nothing when ``link.url`` is already
+        known: a seed is new cash only the first time it is seen.
+        """
+
+    @abstractmethod
+    def register(self, link: Link) -> int | None:
+        """Make ``link`` known with no cash; returns the state it had before
+        (``None`` if it was new). Creates a PENDING account if new."""
+
+    @abstractmethod
+    def repend(self, link: Link) -> bool:
+        """Queue a known CRAWLED/FAILED account again (``dont_filter`` and
+        re-crawl), keeping its cash; returns whether it is now pending."""
+
+    # -- selection ----------------------------------------------------------
+
+    @abstractmethod
+    def pop(self, ready: Callable[[str], bool]) -> Lease | None:
+        """Lease the richest pending URL whose host is ``ready``.
+
+        Ties go to the account discovered first. The account's cash moves to
+        ``in_flight`` and the account becomes LEASED.
+        """
+
+    @abstractmethod
+    def take(self, url: str) -> Lease | None:
+        """Lease the pending account ``url`` (journal replay), if pending."""
+
+    @abstractmethod
+    def visit_lambda(self) -> float:
+        """Pay lambda's cash to its targets; returns the amount paid (0 when
+        there are no targets). Lambda's history grows by that amount."""
+
+    # -- settling a lease (each exactly once; a stale lease is ignored) ------
+
+    @abstractmethod
+    def settle_visit(
+        self,
+        url: str,
+        lease_id: int,
+        history: float,
+        visited_at: float,
+        credits: Iterable[Credit],
+    ) -> bool:
+        """Complete a visit: the lease's cash goes to the credits and what
+        they leave of it to lambda (so the books balance whatever the caller
+        computed; credits must not exceed the lease), the account's history becomes
+        ``history`` and it is CRAWLED. Credits for unknown URLs open pending
+        accounts; for refused or failed ones they go to lambda; for aliases
+        they follow the alias. Returns ``False`` for a stale lease."""
+
+    @abstractmethod
+    def settle_failure(self, url: str, lease_id: int, *, refuse: bool = False) -> bool:
+        """The fetch yielded no page: the lease's cash goes to lambda and the
+        account becomes FAILED (REFUSED with ``refuse``)."""
+
+    @abstractmethod
+    def settle_transfer(self, url: str, lease_id: int, target: Link) -> bool:
+        """The URL turned out to be ``target`` (redirect, near-duplicate): the
+        account becomes an ALIAS of ``target`` and the lease's cash goes to
+        it (a new pending account if unknown). A transfer to the URL itself is
+        a requeue that replaces the stored request with ``target.request``
+        when that is not ``None`` (a retry carrying its retry count)."""
+
+    @abstractmethod
+    def settle_requeue(self, url: str, lease_id: int) -> bool:
+        """Give the lease back: the account is PENDING again with its cash
+        (a retry, a shutdown with requests in flight)."""
+
+    @abstractmethod
+    def open_leases(self) -> list[tuple[str, int]]:
+        """``(url, lease_id)`` of every open lease."""
+
+    # -- other ---------------------------------------------------------------
+
+    @abstractmethod
+    def refuse(self, url: str, host: str, depth: int) -> None:
+        """Mark ``url`` as never to be fetched. A pending account's cash goes
+        to lambda; future credits to it go to lambda too."""
+
+    def close(self) -> None:
+        """Release resources (connections, files)."""
+
+
+def credit_amounts(credits: Iterable[Credit]) -> float:
+    """Sum of a visit's credits (for the callers' own checks)."""
+    return sum(c.amount for c in credits)

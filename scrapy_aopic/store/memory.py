@@ -1,0 +1,545 @@
+"""The in-memory store: the books of one process, fast and compact.
+
+Selection structure. Each host has a heap of its pending URLs keyed by
+``(-key, seq)``; a second heap orders hosts by their best entry. Popping the
+richest URL of a host that can be fetched now skips only the hosts that are
+busy (at most the crawl's concurrency), so a request costs O(log n) whatever
+the number of hosts. Cash arriving for a pending URL pushes a fresh entry and
+leaves the old one to be discarded when it surfaces (lazy increase-key); the
+heaps are compacted when stale entries outnumber live ones.
+
+Lambda dividend. A lambda payout adds ``amount / N`` to a cumulative
+``dividend``; every target account remembers the dividend it was last settled
+at (``mark``) and is settled when touched. A pending account's heap key is
+``cash - mark``: payouts add the same amount to every target, so keys (and
+the order) never change when lambda pays out.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Iterable, Iterator
+
+from .base import (
+    ALIAS,
+    CRAWLED,
+    FAILED,
+    LEASED,
+    MAX_ALIAS_HOPS,
+    PENDING,
+    REFUSED,
+    AccountView,
+    Credit,
+    FrontierStore,
+    Lease,
+    Link,
+    Totals,
+)
+
+_ALL_TARGET_STATES = (PENDING, LEASED, CRAWLED)
+
+
+class _Account:
+    """One page's books. ``request`` holds the alias target for ALIAS."""
+
+    __slots__ = (
+        "cash",
+        "mark",
+        "history",
+        "last_visit",
+        "visits",
+        "depth",
+        "seq",
+        "state",
+        "host",
+        "request",
+    )
+
+    def __init__(self, cash, mark, depth, seq, host, request):
+        self.cash = cash
+        self.mark = mark
+        self.history = 0.0
+        self.last_visit = None
+        self.visits = 0
+        self.depth = depth
+        self.seq = seq
+        self.state = PENDING
+        self.host = host
+        self.request = request
+
+
+class _HostQueue:
+    """Pending entries of one host and the entry advertised for it."""
+
+    __slots__ = ("heap", "advertised")
+
+    def __init__(self):
+        self.heap: list[tuple[float, int, str]] = []
+        self.advertised: tuple[float, int] | None = None
+
+
+class MemoryStore(FrontierStore):
+    """:class:`~scrapy_aopic.store.base.FrontierStore` in Python objects."""
+
+    def __init__(self, lambda_targets: str = "pending"):
+        if lambda_targets not in ("pending", "all"):
+            raise ValueError(
+                f"AOPIC_LAMBDA_TARGETS must be 'pending' or 'all', got {lambda_targets!r}"
+            )
+        self.lambda_targets = lambda_targets
+        self._all_targets = lambda_targets == "all"
+        self._accounts: dict[str, _Account] = {}
+        self._hosts: dict[str, _HostQueue] = {}
+        self._host_heap: list[tuple[float, int, str]] = []
+        self._leases: dict[str, tuple[int, float]] = {}
+        self._dividend = 0.0
+        self._next_seq = 0
+        self._next_lease = 0
+        self._entries = 0  # heap entries, live or stale, across hosts
+        self._totals = Totals()
+        self._crawled = 0
+
+    # -- helpers ------------------------------------------------------------
+
+    def _is_target(self, acc: _Account) -> bool:
+        if self._all_targets:
+            return acc.state in _ALL_TARGET_STATES
+        return acc.state == PENDING
+
+    def _settle(self, acc: _Account) -> None:
+        """Bring the lazily owed dividend into ``acc.cash``."""
+        if self._is_target(acc) and acc.mark != self._dividend:
+            acc.cash += self._dividend - acc.mark
+            acc.mark = self._dividend
+
+    def _effective_cash(self, acc: _Account) -> float:
+        if self._is_target(acc):
+            return acc.cash + (self._dividend - acc.mark)
+        return acc.cash
+
+    def _push(self, url: str, acc: _Account) -> None:
+        entry = (acc.mark - acc.cash, acc.seq, url)
+        hq = self._hosts.get(acc.host)
+        if hq is None:
+            hq = self._hosts[acc.host] = _HostQueue()
+        heapq.heappush(hq.heap, entry)
+        self._entries += 1
+        head = entry[:2]
+        if hq.advertised is None or head < hq.advertised:
+            hq.advertised = head
+            heapq.heappush(self._host_heap, (entry[0], entry[1], acc.host))
+        if self._entries > 64 and self._entries > 3 * self._totals.pending:
+            self._compact()
+
+    def _valid(self, entry: tuple[float, int, str]) -> bool:
+        acc = self._accounts.get(entry[2])
+        return (
+            acc is not None
+            and acc.state == PENDING
+            and acc.seq == entry[1]
+            and acc.mark - acc.cash == entry[0]
+        )
+
+    def _clean_top(self, hq: _HostQueue) -> tuple[float, int, str] | None:
+        heap = hq.heap
+        while heap:
+            if self._valid(heap[0]):
+                return heap[0]
+            heapq.heappop(heap)
+            self._entries -= 1
+        return None
+
+    def _head(self) -> tuple[_HostQueue, tuple[float, int, str], str] | None:
+        """The host heap's first valid host, its queue and top entry.
+
+        Repairs stale host entries on the way; does not pop the valid one.
+        """
+        host_heap = self._host_heap
+        while host_heap:
+            neg, seq, host = host_heap[0]
+            hq = self._hosts.get(host)
+            if hq is None or hq.advertised != (neg, seq):
+                heapq.heappop(host_heap)
+                continue
+            top = self._clean_top(hq)
+            if top is None:
+                heapq.heappop(host_heap)
+                del self._hosts[host]
+                continue
+            if top[:2] != (neg, seq):
+                # The advertised entry went stale (taken, refused): re-advertise.
+                hq.advertised = top[:2]
+                heapq.heapreplace(host_heap, (top[0], top[1], host))
+                continue
+            return hq, top, host
+        return None
+
+    def _compact(self) -> None:
+        """Drop stale entries everywhere (amortised O(1) per push)."""
+        live: dict[str, list[tuple[float, int, str]]] = {}
+        for url, acc in self._accounts.items():
+            if acc.state == PENDING:
+                live.setdefault(acc.host, []).append((acc.mark - acc.cash, acc.seq, url))
+        self._hosts = {}
+        self._host_heap = []
+        self._entries = 0
+        for host, heap in live.items():
+            heapq.heapify(heap)
+            hq = self._hosts[host] = _HostQueue()
+            hq.heap = heap
+            hq.advertised = heap[0][:2]
+            self._host_heap.append((heap[0][0], heap[0][1], host))
+            self._entries += len(heap)
+        heapq.heapify(self._host_heap)
+
+    def _new_account(self, link: Link, cash: float) -> _Account:
+        acc = _Account(cash, self._dividend, link.depth, self._next_seq, link.host, link.request)
+        self._next_seq += 1
+        self._accounts[link.url] = acc
+        self._totals.known += 1
+        self._totals.pending += 1
+        self._push(link.url, acc)
+        return acc
+
+    def _set_state(self, acc: _Account, state: int) -> None:
+        """Change state; settle the dividend before leaving the target set
+        and start at the current dividend when entering it."""
+        was_target = self._is_target(acc)
+        if was_target:
+            self._settle(acc)
+        old = acc.state
+        acc.state = state
+        if old == PENDING:
+            self._totals.pending -= 1
+        elif old == LEASED:
+            self._totals.leased -= 1
+        elif old == CRAWLED:
+            self._crawled -= 1
+        if state == PENDING:
+            self._totals.pending += 1
+        elif state == LEASED:
+            self._totals.leased += 1
+        elif state == CRAWLED:
+            self._crawled += 1
+        if not was_target and self._is_target(acc):
+            acc.mark = self._dividend
+
+    def _resolve(self, url: str) -> tuple[str, _Account | None, bool]:
+        """Follow aliases: ``(url, account, ok)``; ``ok`` is False on a loop
+        or a chain longer than MAX_ALIAS_HOPS."""
+        acc = self._accounts.get(url)
+        hops = 0
+        while acc is not None and acc.state == ALIAS:
+            if hops == MAX_ALIAS_HOPS:
+                return url, acc, False
+            url = acc.request
+            acc = self._accounts.get(url)
+            hops += 1
+        return url, acc, True
+
+    def _credit(self, link: Link, amount: float) -> None:
+        url, acc, ok = self._resolve(link.url)
+        if not ok:
+            self._totals.lambda_cash += amount
+            return
+        if acc is None:
+            if url != link.url:  # an alias whose target vanished: cannot happen
+                self._totals.lambda_cash += amount
+                return
+            self._new_account(link, amount)
+            return
+        state = acc.state
+        if state in (REFUSED, FAILED):
+            self._totals.lambda_cash += amount
+            return
+        if amount:
+            acc.cash += amount
+        if link.depth < acc.depth:
+            acc.depth = link.depth
+        if state == PENDING and amount:
+            self._push(url, acc)
+
+    def _open_lease(self, url: str, acc: _Account) -> Lease:
+        self._set_state(acc, LEASED)
+        cash = acc.cash
+        acc.cash = 0.0
+        self._next_lease += 1
+        self._leases[url] = (self._next_lease, cash)
+        self._totals.in_flight += cash
+        return Lease(
+            url,
+            self._next_lease,
+            cash,
+            acc.host,
+            acc.depth,
+            acc.request,
+            acc.history,
+            acc.last_visit,
+            acc.visits,
+        )
+
+    def _close_lease(self, url: str, lease_id: int) -> tuple[_Account, float] | None:
+        lease = self._leases.get(url)
+        if lease is None or lease[0] != lease_id:
+            return None
+        del self._leases[url]
+        cash = lease[1]
+        # Recount from scratch when nothing is in flight: no float drift.
+        self._totals.in_flight = self._totals.in_flight - cash if self._leases else 0.0
+        acc = self._accounts[url]
+        self._settle(acc)
+        return acc, cash
+
+    # -- reading ------------------------------------------------------------
+
+    def totals(self) -> Totals:
+        return self._totals
+
+    def _view(self, url: str, acc: _Account) -> AccountView:
+        lease = self._leases.get(url)
+        return AccountView(
+            url,
+            acc.state,
+            self._effective_cash(acc),
+            acc.history,
+            lease[1] if lease else 0.0,
+            acc.visits,
+            acc.last_visit,
+            acc.depth,
+            acc.host,
+            acc.request if acc.state == ALIAS else None,
+        )
+
+    def get(self, url: str) -> AccountView | None:
+        acc = self._accounts.get(url)
+        return None if acc is None else self._view(url, acc)
+
+    def iter_accounts(self) -> Iterator[AccountView]:
+        for url, acc in self._accounts.items():
+            yield self._view(url, acc)
+
+    def peek(self) -> tuple[str, float] | None:
+        head = self._head()
+        if head is None:
+            return None
+        _, top, _ = head
+        return top[2], self._effective_cash(self._accounts[top[2]])
+
+    # -- snapshots (JOBDIR) -------------------------------------------------
+
+    def snapshot(self) -> tuple[dict, Iterator[list]]:
+        """``(header, records)``: the whole store as JSON-able data, dividends
+        settled. Open leases are not included: give them back first."""
+        if self._leases:
+            raise RuntimeError("snapshot with open leases: requeue them first")
+        t = self._totals
+        header = {
+            "lambda_targets": self.lambda_targets,
+            "injected": t.injected,
+            "lambda_cash": t.lambda_cash,
+            "lambda_history": t.lambda_history,
+            "history_sum": t.history_sum,
+            "lambda_visits": t.lambda_visits,
+            "visits": t.visits,
+            "next_seq": self._next_seq,
+            "next_lease": self._next_lease,
+        }
+
+        def records() -> Iterator[list]:
+            for url, acc in self._accounts.items():
+                yield [
+                    url,
+                    acc.state,
+                    self._effective_cash(acc),
+                    acc.history,
+                    acc.last_visit,
+                    acc.visits,
+                    acc.depth,
+                    acc.seq,
+                    acc.host,
+                    acc.request,
+                ]
+
+        return header, records()
+
+    @classmethod
+    def restore(cls, header: dict, records: Iterable[list]) -> MemoryStore:
+        """A store equal to the one :meth:`snapshot` described."""
+        store = cls(header["lambda_targets"])
+        t = store._totals
+        for name in ("injected", "lambda_cash", "lambda_history", "history_sum"):
+            setattr(t, name, float(header[name]))
+        t.lambda_visits = int(header["lambda_visits"])
+        t.visits = int(header["visits"])
+        store._next_seq = int(header["next_seq"])
+        store._next_lease = int(header["next_lease"])
+        for url, state, cash, history, last_visit, visits, depth, seq, host, request in records:
+            acc = _Account(float(cash), 0.0, int(depth), int(seq), host, request)
+            acc.history = float(history)
+            acc.last_visit = last_visit
+            acc.visits = int(visits)
+            acc.state = int(state)
+            store._accounts[url] = acc
+            t.known += 1
+            if acc.state == PENDING:
+                t.pending += 1
+            elif acc.state == CRAWLED:
+                store._crawled += 1
+            elif acc.state == LEASED:
+                raise ValueError(f"snapshot holds a leased account: {url}")
+        store._compact()
+        return store
+
+    # -- cash in ------------------------------------------------------------
+
+    def inject(self, link: Link, cash: float) -> bool:
+        if link.url in self._accounts:
+            return False
+        self._totals.injected += cash
+        self._new_account(link, cash)
+        return True
+
+    def register(self, link: Link) -> int | None:
+        url, acc, _ = self._resolve(link.url)
+        if acc is None:
+            self._new_account(link, 0.0)
+            return None
+        if link.depth < acc.depth:
+            acc.depth = link.depth
+        return acc.state
+
+    def repend(self, link: Link) -> bool:
+        url, acc, ok = self._resolve(link.url)
+        if not ok or acc is None or acc.state not in (CRAWLED, FAILED):
+            return False
+        if link.request is not None:
+            acc.request = link.request
+        self._set_state(acc, PENDING)
+        self._push(url, acc)
+        return True
+
+    # -- selection ----------------------------------------------------------
+
+    def pop(self, ready: Callable[[str], bool]) -> Lease | None:
+        skipped: list[tuple[float, int, str]] = []
+        try:
+            while True:
+                head = self._head()
+                if head is None:
+                    return None
+                hq, top, host = head
+                if not ready(host):
+                    skipped.append(heapq.heappop(self._host_heap))
+                    continue
+                heapq.heappop(self._host_heap)
+                heapq.heappop(hq.heap)
+                self._entries -= 1
+                url = top[2]
+                lease = self._open_lease(url, self._accounts[url])
+                nxt = self._clean_top(hq)
+                if nxt is None:
+                    del self._hosts[host]
+                else:
+                    hq.advertised = nxt[:2]
+                    heapq.heappush(self._host_heap, (nxt[0], nxt[1], host))
+                return lease
+        finally:
+            for entry in skipped:
+                heapq.heappush(self._host_heap, entry)
+
+    def take(self, url: str) -> Lease | None:
+        acc = self._accounts.get(url)
+        if acc is None or acc.state != PENDING:
+            return None
+        return self._open_lease(url, acc)
+
+    def visit_lambda(self) -> float:
+        t = self._totals
+        targets = t.pending + (t.leased + self._crawled if self._all_targets else 0)
+        amount = t.lambda_cash
+        if targets == 0 or amount <= 0:
+            return 0.0
+        self._dividend += amount / targets
+        t.lambda_cash = 0.0
+        t.lambda_history += amount
+        t.history_sum += amount
+        t.lambda_visits += 1
+        return amount
+
+    # -- settling -------------------------------------------------------------
+
+    def settle_visit(
+        self,
+        url: str,
+        lease_id: int,
+        history: float,
+        visited_at: float,
+        credits: Iterable[Credit],
+    ) -> bool:
+        closed = self._close_lease(url, lease_id)
+        if closed is None:
+            return False
+        acc, cash = closed
+        self._set_state(acc, CRAWLED)
+        self._totals.history_sum += history - acc.history
+        acc.history = history
+        acc.last_visit = visited_at
+        acc.visits += 1
+        self._totals.visits += 1
+        paid = 0.0
+        for link, amount in credits:
+            paid += amount
+            self._credit(link, amount)
+        self._totals.lambda_cash += cash - paid
+        return True
+
+    def settle_failure(self, url: str, lease_id: int, *, refuse: bool = False) -> bool:
+        closed = self._close_lease(url, lease_id)
+        if closed is None:
+            return False
+        acc, cash = closed
+        self._set_state(acc, REFUSED if refuse else FAILED)
+        # A dead page holds no cash: what it had, and what was in flight, go to lambda.
+        self._totals.lambda_cash += cash + acc.cash
+        acc.cash = 0.0
+        return True
+
+    def settle_transfer(self, url: str, lease_id: int, target: Link) -> bool:
+        if target.url == url:
+            if not self.settle_requeue(url, lease_id):
+                return False
+            if target.request is not None:
+                self._accounts[url].request = target.request
+            return True
+        closed = self._close_lease(url, lease_id)
+        if closed is None:
+            return False
+        acc, cash = closed
+        self._set_state(acc, ALIAS)
+        amount = cash + acc.cash
+        acc.cash = 0.0
+        acc.request = target.url
+        self._credit(target._replace(depth=min(target.depth, acc.depth)), amount)
+        return True
+
+    def settle_requeue(self, url: str, lease_id: int) -> bool:
+        closed = self._close_lease(url, lease_id)
+        if closed is None:
+            return False
+        acc, cash = closed
+        self._set_state(acc, PENDING)
+        acc.cash += cash
+        self._push(url, acc)
+        return True
+
+    def open_leases(self) -> list[tuple[str, int]]:
+        return [(url, lease[0]) for url, lease in self._leases.items()]
+
+    def refuse(self, url: str, host: str, depth: int) -> None:
+        acc = self._accounts.get(url)
+        if acc is None:
+            acc = self._new_account(Link(url, host, depth), 0.0)
+        if acc.state in (PENDING, CRAWLED, FAILED):
+            self._set_state(acc, REFUSED)
+            self._totals.lambda_cash += acc.cash
+            acc.cash = 0.0

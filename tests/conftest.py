@@ -1,0 +1,71 @@
+"""Shared fixtures: stores of every backend, a fake clock."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+
+import pytest
+
+from scrapy_aopic.store.memory import MemoryStore
+
+#: Backends the engine-level tests run on. "redis" joins when its store
+#: module and a redis-server binary are available (see tests/redis_server.py).
+BACKENDS = ["memory"]
+if importlib.util.find_spec("scrapy_aopic.store.redis") is not None:
+    BACKENDS.append("redis")
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    """A real redis-server on a free loopback port, for the whole session."""
+    from redis_server import RedisServer  # tests/ is on sys.path (rootdir conftest)
+
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
+
+
+_prefixes = itertools.count()
+
+
+@pytest.fixture(params=BACKENDS)
+def make_store(request):
+    """``make_store(lambda_targets="pending")`` -> a fresh, empty store."""
+    created = []
+
+    def factory(lambda_targets: str = "pending"):
+        if request.param == "memory":
+            store = MemoryStore(lambda_targets)
+        else:
+            from scrapy_aopic.store.redis import RedisStore
+
+            server = request.getfixturevalue("redis_server")
+            store = RedisStore.from_url(
+                server.url,
+                key_prefix=f"test{next(_prefixes)}",
+                lambda_targets=lambda_targets,
+            )
+        created.append(store)
+        return store
+
+    factory.backend = request.param
+    yield factory
+    for store in created:
+        store.close()
+
+
+class FakeClock:
+    """A clock tests move by hand (``clock.now += 5``)."""
+
+    def __init__(self, now: float = 0.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
