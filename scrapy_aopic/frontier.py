@@ -122,8 +122,10 @@ class Frontier:
             history_window=self.history_window,
             seed_cash=self.seed_cash,
         )
-        engine = getattr(self.crawler, "engine", None)
-        self._downloader = getattr(engine, "downloader", None)
+        try:
+            self._downloader = self.crawler.engine.downloader
+        except (AttributeError, RuntimeError):  # no engine: a scheduler used on its own
+            self._downloader = None
         if isinstance(self.store, JournaledStore) and self.store.requeued_on_open:
             self.stats.inc_value("aopic/resumed_in_flight", self.store.requeued_on_open)
 

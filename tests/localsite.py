@@ -1,0 +1,113 @@
+"""A small local site for end-to-end crawls, with server-side hit counters.
+
+Pages ``/p<i>`` link to each other (a skewed graph: low numbers are hubs)
+and to the awkward cases: ``/missing`` (404), ``/error`` (500), ``/moved``
+(301 to a page), ``/moved-known`` (301 to ``/p0``, already crawled),
+``/slow`` (answers after ``slow_seconds``), ``/image.png`` (binary).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SPECIAL = ["/missing", "/error", "/moved", "/moved-known", "/slow", "/image.png"]
+
+
+def build_graph(pages: int, seed: int = 1) -> dict[str, list[str]]:
+    rng = random.Random(seed)
+    graph = {}
+    for i in range(pages):
+        # Preferential targets: page k is picked with weight ~ 1/(k+1).
+        targets = {f"/p{int(pages ** rng.random()) - 1}" for _ in range(4)}
+        targets.add(f"/p{(i + 1) % pages}")  # a ring keeps every page reachable
+        if i % 7 == 0:
+            targets.add(SPECIAL[(i // 7) % len(SPECIAL)])
+        graph[f"/p{i}"] = sorted(targets)
+    return graph
+
+
+class LocalSite:
+    """Serve ``graph`` on 127.0.0.1; ``hits`` counts requests per path."""
+
+    def __init__(self, pages: int = 60, seed: int = 1, delay: float = 0.0, slow_seconds: float = 3.0):
+        self.graph = build_graph(pages, seed)
+        self.delay = delay
+        self.slow_seconds = slow_seconds
+        self.hits: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                path = self.path
+                with site._lock:
+                    site.hits[path] += 1
+                if site.delay:
+                    time.sleep(site.delay)
+                if path in site.graph:
+                    links = "".join(f'<a href="{href}">{href}</a> ' for href in site.graph[path])
+                    self._send(200, f"<html><body><h1>{path}</h1>{links}</body></html>".encode(), "text/html")
+                elif path == "/robots.txt" or path == "/missing":
+                    self._send(404, b"not found", "text/plain")
+                elif path == "/error":
+                    self._send(500, b"boom", "text/plain")
+                elif path == "/moved":
+                    self._redirect("/p3")
+                elif path == "/moved-known":
+                    self._redirect("/p0")
+                elif path == "/slow":
+                    time.sleep(site.slow_seconds)
+                    self._send(200, b"<html>late</html>", "text/html")
+                elif path == "/image.png":
+                    self._send(200, b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 8, "image/png")
+                else:
+                    self._send(404, b"not found", "text/plain")
+
+            def _send(self, status, body, content_type):
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", content_type)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the crawler gave up (timeout) or was killed
+
+            def _redirect(self, location):
+                self.send_response(301)
+                self.send_header("Location", location)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> LocalSite:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def reachable_pages(self, start: str = "/p0") -> set[str]:
+        """Paths of HTML pages reachable from ``start`` (redirects followed)."""
+        redirect = {"/moved": "/p3", "/moved-known": "/p0"}
+        seen, todo = set(), [start]
+        while todo:
+            path = todo.pop()
+            path = redirect.get(path, path)
+            if path in seen or path not in self.graph:
+                continue
+            seen.add(path)
+            todo.extend(self.graph[path])
+        return seen
