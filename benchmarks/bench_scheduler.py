@@ -1,0 +1,178 @@
+"""Scheduler cost: AOPIC vs Scrapy's default scheduler, in the same run.
+
+    python benchmarks/bench_scheduler.py [--sizes 100000 1000000] [--hosts 5000]
+
+Each configuration runs in a fresh subprocess so that its resident memory is
+its own. Two workloads, through the public Scrapy scheduler API:
+
+* fill + drain: ``enqueue_request`` N new URLs spread over H hosts, then
+  ``next_request`` (timed on up to 50,000 dequeues: Scrapy's default
+  ``DownloaderAwarePriorityQueue`` scans every host on each dequeue, so a full
+  drain of 10^6 URLs would take hours). Memory: resident set growth per
+  pending URL after the fill.
+* crawl loop: repeatedly take the next request and report the page's 10
+  links (AOPIC: ``CashMiddleware``'s ``Frontier.visit`` pays and registers
+  them; Scrapy: ``enqueue_request`` each link, the dupefilter drops known
+  ones). Half the links point to known pages, as in a real crawl.
+
+Figures are printed as a table with the ratio AOPIC / Scrapy per column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+DRAIN_SAMPLE = 50_000
+
+
+def _rss() -> int:
+    import psutil
+
+    gc.collect()
+    return psutil.Process().memory_info().rss
+
+
+def _scheduler(kind: str):
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    class BenchSpider(Spider):
+        name = "bench"
+
+        def parse(self, response):
+            pass
+
+    settings = {"LOG_ENABLED": False}
+    if kind == "aopic":
+        settings["ADDONS"] = {"scrapy_aopic.Addon": 0}
+    crawler = get_crawler(BenchSpider, settings)
+    crawler.engine = SimpleNamespace(downloader=SimpleNamespace(slots={}, get_slot_key=_slot_key))
+    spider = BenchSpider.from_crawler(crawler)
+    crawler.spider = spider
+    scheduler_cls = crawler.settings["SCHEDULER"]
+    if isinstance(scheduler_cls, str):
+        from scrapy.utils.misc import load_object
+
+        scheduler_cls = load_object(scheduler_cls)
+    scheduler = scheduler_cls.from_crawler(crawler)
+    scheduler.open(spider)
+    return scheduler, spider
+
+
+def _slot_key(request):
+    from scrapy.utils.httpobj import urlparse_cached
+
+    return request.meta.get("download_slot") or urlparse_cached(request).hostname or ""
+
+
+def _url(i: int, hosts: int) -> str:
+    return f"http://host{i % hosts}.example.com/section/{i // hosts}/page-{i}.html"
+
+
+def fill_drain(kind: str, size: int, hosts: int) -> dict:
+    from scrapy import Request
+
+    scheduler, _ = _scheduler(kind)
+    base = _rss()
+    start = time.perf_counter()
+    for i in range(size):
+        scheduler.enqueue_request(Request(_url(i, hosts)))
+    enqueue_s = time.perf_counter() - start
+    rss = _rss() - base
+    assert len(scheduler) == size, (len(scheduler), size)
+    count = min(size, DRAIN_SAMPLE)
+    start = time.perf_counter()
+    for _ in range(count):
+        assert scheduler.next_request() is not None
+    dequeue_s = time.perf_counter() - start
+    return {
+        "enqueue_us": enqueue_s / size * 1e6,
+        "dequeue_us": dequeue_s / count * 1e6,
+        "bytes_per_url": rss / size,
+    }
+
+
+def crawl_loop(kind: str, pages: int, hosts: int) -> dict:
+    from scrapy import Request
+    from scrapy.http import HtmlResponse
+
+    from scrapy_aopic.frontier import Frontier
+
+    rng = random.Random(7)
+    scheduler, spider = _scheduler(kind)
+    frontier = Frontier.from_crawler(scheduler.frontier.crawler) if kind == "aopic" else None
+    for i in range(hosts):
+        scheduler.enqueue_request(Request(_url(i, hosts), meta={"is_start_request": True}))
+    known = hosts
+    body = b"<html></html>"
+    start = time.perf_counter()
+    for _ in range(pages):
+        request = scheduler.next_request()
+        if request is None:
+            break
+        links = []
+        for _ in range(10):
+            if rng.random() < 0.5:
+                links.append(Request(_url(rng.randrange(known), hosts)))
+            else:
+                links.append(Request(_url(known, hosts)))
+                known += 1
+        if frontier is not None:
+            response = HtmlResponse(request.url, body=body, request=request)
+            for link in frontier.visit(response, links):
+                scheduler.enqueue_request(link)
+        else:
+            for link in links:
+                scheduler.enqueue_request(link)
+    elapsed = time.perf_counter() - start
+    return {"page_us": elapsed / pages * 1e6}
+
+
+def run_one(kind: str, size: int, hosts: int) -> dict:
+    result = {"kind": kind, "size": size, "hosts": hosts}
+    result.update(fill_drain(kind, size, hosts))
+    result.update(crawl_loop(kind, min(size // 10, 20_000), hosts))
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--hosts", type=int, default=5000)
+    parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        kind, size, hosts = args.one
+        print(json.dumps(run_one(kind, int(size), int(hosts))))
+        return
+    print(f"scheduler benchmark: {args.hosts} hosts, drain timed on up to {DRAIN_SAMPLE} dequeues")
+    header = f"{'URLs':>9} {'scheduler':<8} {'enqueue µs':>11} {'next µs':>9} {'B/pending URL':>14} {'crawl loop µs/page':>19}"
+    print(header)
+    for size in args.sizes:
+        rows = {}
+        for kind in ("scrapy", "aopic"):
+            out = subprocess.run(
+                [sys.executable, __file__, "--one", kind, str(size), str(args.hosts)],
+                check=True, capture_output=True, text=True,
+            ).stdout
+            rows[kind] = json.loads(out.strip().splitlines()[-1])
+            r = rows[kind]
+            print(f"{size:>9} {kind:<8} {r['enqueue_us']:>11.1f} {r['dequeue_us']:>9.1f} "
+                  f"{r['bytes_per_url']:>14.0f} {r['page_us']:>19.1f}")
+        a, s = rows["aopic"], rows["scrapy"]
+        print(f"{size:>9} {'ratio':<8} {a['enqueue_us'] / s['enqueue_us']:>11.2f} "
+              f"{a['dequeue_us'] / s['dequeue_us']:>9.3f} {a['bytes_per_url'] / s['bytes_per_url']:>14.2f} "
+              f"{a['page_us'] / s['page_us']:>19.2f}")
+        per_request = (a["enqueue_us"] + a["dequeue_us"]) / (s["enqueue_us"] + s["dequeue_us"])
+        print(f"{size:>9} {'':<8} enqueue+next per request: AOPIC / Scrapy = {per_request:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Example Scrapy project: a generic broad crawl ordered by scrapy-aopic."""
