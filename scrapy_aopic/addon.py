@@ -20,7 +20,12 @@ class Addon:
     * ``SCHEDULER`` = :class:`scrapy_aopic.scheduler.AopicScheduler`
     * spider middleware :class:`scrapy_aopic.middlewares.CashMiddleware` (10)
     * downloader middleware :class:`scrapy_aopic.middlewares.CashLedgerMiddleware` (1)
-    * extension :class:`scrapy_aopic.extensions.AopicLogStats`
+    * downloader middlewares for crawl hygiene: URL normalization, trap
+      guard, robots.txt-aware cash, SimHash near-duplicates
+    * extensions :class:`scrapy_aopic.extensions.AopicLogStats` (the
+      progress line), :class:`scrapy_aopic.report.AopicReport`
+      (``AOPIC_REPORT``) and :class:`scrapy_aopic.graphexport.GraphExport`
+      (``AOPIC_EXPORT_GRAPH``); the last two stay off until their setting is set
 
     Every ``AOPIC_*`` setting keeps its documented default unless the project
     sets it.
@@ -29,6 +34,8 @@ class Addon:
     def update_settings(self, settings: BaseSettings) -> None:
         from .downloadermiddlewares.ledger import CashLedgerMiddleware
         from .extensions import AopicLogStats
+        from .graphexport import GraphExport
+        from .report import AopicReport
         from .scheduler import AopicScheduler
         from .spidermiddlewares import CashMiddleware
 
@@ -39,4 +46,21 @@ class Addon:
         settings.set_in_component_priority_dict(
             "DOWNLOADER_MIDDLEWARES", CashLedgerMiddleware, LEDGER_MIDDLEWARE_ORDER
         )
+        # Hygiene (issue 3): keys inside the ledger, traps after Scrapy's
+        # offsite check (50) and before robots.txt (100), robots cash next to it.
+        from .downloadermiddlewares.normalize import UrlNormalizeMiddleware
+        from .downloadermiddlewares.traps import TrapGuardMiddleware
+        from .robots import RobotsCashMiddleware
+
+        settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", UrlNormalizeMiddleware, 5)
+        settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", TrapGuardMiddleware, 60)
+        settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", RobotsCashMiddleware, 90)
+        # Near-duplicates: responses come back in decreasing order, so at 545
+        # they are decompressed (590), redirects and meta refreshes are
+        # resolved (600, 580) and retries done (550).
+        from .downloadermiddlewares.simhash import SimhashDedupMiddleware
+
+        settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", SimhashDedupMiddleware, 545)
         settings.set_in_component_priority_dict("EXTENSIONS", AopicLogStats, 0)
+        settings.set_in_component_priority_dict("EXTENSIONS", GraphExport, 0)
+        settings.set_in_component_priority_dict("EXTENSIONS", AopicReport, 0)

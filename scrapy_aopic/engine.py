@@ -18,7 +18,18 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
-from .store.base import ALIAS, PENDING, Credit, FrontierStore, Lease, Link, Totals
+from .store.base import (  # lambda_split is re-exported (public API)
+    ALIAS,
+    PENDING,
+    Credit,
+    FrontierStore,
+    Lease,
+    Link,
+    Totals,
+    lambda_split,
+)
+
+_new_credit = tuple.__new__  # Credit(link, amount) without NamedTuple.__new__'s Python call
 
 
 def _always_ready(host: str) -> bool:
@@ -33,6 +44,14 @@ class VisitResult(NamedTuple):
     links: int
 
 
+class Upkeep(NamedTuple):
+    """What :meth:`AopicEngine.upkeep` did before a pop."""
+
+    lambda_visits: int
+    lambda_paid: float
+    revisits: int  #: virtual revisits of crawled pages (link memory)
+
+
 class RankedPage(NamedTuple):
     """One line of the importance ranking."""
 
@@ -43,22 +62,6 @@ class RankedPage(NamedTuple):
     visits: int
     depth: int
     state: int
-
-
-def lambda_split(cash: float, links: int, tax: float | None) -> tuple[float, float]:
-    """``(lambda_amount, per_link_share)`` of a page holding ``cash`` with
-    ``links`` distinct out-links (SPEC 2, step 4).
-
-    ``tax=None``: lambda is one more out-link, ``c/(m+1)`` each. A float tax:
-    lambda gets ``t*c`` and every link ``(1-t)*c/m``. No links: all to lambda.
-    """
-    if links <= 0:
-        return cash, 0.0
-    if tax is None:
-        share = cash / (links + 1)
-        return cash - share * links, share
-    share = cash * (1.0 - tax) / links
-    return cash - share * links, share
 
 
 def windowed_history(
@@ -94,6 +97,15 @@ class AopicEngine:
     :param seed_cash: cash each new seed brings.
     :param clock: returns the current time; wall-clock seconds in a crawl, a
         visit counter in simulations.
+    :param link_memory: remember the out-links of crawled pages and revisit
+        them virtually (``AOPIC_LINK_MEMORY``; needs a store with
+        ``supports_link_memory``, otherwise it stays off: see
+        :attr:`link_memory`). Off by default here, so that code building an
+        engine by hand keeps plain one-pass OPIC; the Scrapy frontier
+        passes the setting (default on). With it off the store is told to
+        forget links (no memory cost).
+    :param max_revisits: at most this many virtual revisits per
+        :meth:`upkeep` (one per pop keeps the cost per fetch bounded).
     """
 
     def __init__(
@@ -104,6 +116,8 @@ class AopicEngine:
         history_window: float | None = None,
         seed_cash: float = 1.0,
         clock: Callable[[], float] = time.time,
+        link_memory: bool = False,
+        max_revisits: int = 1,
     ):
         if lambda_tax is not None and not 0.0 <= lambda_tax <= 1.0:
             raise ValueError(f"AOPIC_LAMBDA_TAX must be in [0, 1] or None, got {lambda_tax!r}")
@@ -116,6 +130,14 @@ class AopicEngine:
         self.history_window = history_window
         self.seed_cash = seed_cash
         self.clock = clock
+        if max_revisits < 0:
+            raise ValueError(f"max_revisits must be >= 0, got {max_revisits!r}")
+        supported = getattr(store, "supports_link_memory", False)
+        #: Whether virtual revisits are on (asked for, and the store can).
+        self.link_memory = bool(link_memory) and supported
+        self.max_revisits = max_revisits
+        if supported:
+            store.keep_links(self.link_memory)
 
     # -- cash in ------------------------------------------------------------
 
@@ -141,9 +163,42 @@ class AopicEngine:
             return 0.0
         return self.store.visit_lambda()
 
+    def revisit_if_due(self) -> bool:
+        """One virtual revisit, if due: when the richest crawled page (with
+        remembered links) holds more cash than the richest pending URL, its
+        cash moves on along its links as a visit would pass it, without a
+        fetch (``store.revisit``). Returns whether one was done."""
+        if not self.link_memory:
+            return False
+        store = self.store
+        richest = store.peek_crawled()
+        if richest is None or richest[1] <= 0:
+            return False
+        top = store.peek()
+        if top is not None and richest[1] <= top[1]:
+            return False
+        return store.revisit(richest[0], self.lambda_tax) is not None
+
+    def upkeep(self) -> Upkeep:
+        """Everything due before the next pop: lambda's visit if due, then
+        up to ``max_revisits`` virtual revisits (each followed by lambda's
+        visit if due). Without link memory this is exactly
+        :meth:`visit_lambda_if_due`."""
+        paid = self.visit_lambda_if_due()
+        lambda_visits = 1 if paid else 0
+        revisits = 0
+        while revisits < self.max_revisits and self.revisit_if_due():
+            revisits += 1
+            more = self.visit_lambda_if_due()
+            if more:
+                lambda_visits += 1
+                paid += more
+        return Upkeep(lambda_visits, paid, revisits)
+
     def next(self, ready: Callable[[str], bool] = _always_ready) -> Lease | None:
-        """Lease the richest pending URL among hosts that are ``ready``."""
-        self.visit_lambda_if_due()
+        """Lease the richest pending URL among hosts that are ``ready``
+        (after :meth:`upkeep`)."""
+        self.upkeep()
         return self.store.pop(ready)
 
     # -- settling -------------------------------------------------------------
@@ -158,15 +213,16 @@ class AopicEngine:
         ``None`` if the lease was already settled.
         """
         distinct: dict[str, Link] = {}
+        setdefault = distinct.setdefault  # keeps the first spelling of each URL
         for link in links:
-            if link.url != lease.url and link.url not in distinct:
-                distinct[link.url] = link
+            setdefault(link.url, link)
+        distinct.pop(lease.url, None)  # no self-link
         lambda_amount, share = lambda_split(lease.cash, len(distinct), self.lambda_tax)
         now = self.clock() if now is None else now
         history = windowed_history(
             lease.history, lease.last_visit, lease.cash, now, self.history_window
         )
-        credits = [Credit(link, share) for link in distinct.values()]
+        credits = [_new_credit(Credit, (link, share)) for link in distinct.values()]
         if not self.store.settle_visit(lease.url, lease.lease_id, history, now, credits):
             return None
         return VisitResult(lambda_amount, share, len(distinct))

@@ -39,7 +39,7 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from . import settings as aopic_settings
 from . import signals as aopic_signals
-from .canonical import canonical_url
+from .canonical import build_canonicalizer
 from .engine import AopicEngine, RankedPage
 from .journal import JournaledStore
 from .requestcodec import decode_request, encode_request
@@ -80,16 +80,20 @@ class Frontier:
         self.lambda_tax = aopic_settings.get_optional_float(settings, "AOPIC_LAMBDA_TAX")
         self.lambda_targets = aopic_settings.get(settings, "AOPIC_LAMBDA_TARGETS")
         self.history_window = aopic_settings.get_optional_float(settings, "AOPIC_HISTORY_WINDOW")
+        self.link_memory = aopic_settings.get_bool(settings, "AOPIC_LINK_MEMORY")
         self.backend = aopic_settings.get(settings, "AOPIC_BACKEND")
         self.export_path = aopic_settings.get(settings, "AOPIC_EXPORT_IMPORTANCE")
         self.journal_sync = aopic_settings.get_bool(settings, "AOPIC_JOURNAL_SYNC")
         self.jobdir = settings.get("JOBDIR")
+        self.min_share = aopic_settings.get_float(settings, "AOPIC_MIN_CASH_SHARE")
+        if not 0.0 <= self.min_share <= 1.0:
+            raise ValueError(f"AOPIC_MIN_CASH_SHARE must be in [0, 1], got {self.min_share!r}")
         self.follow_duplicate_links = aopic_settings.get_bool(settings, "AOPIC_DUPLICATE_FOLLOW_LINKS")
         # Validate early: a bad setting should stop the crawl before it starts.
         AopicEngine(MemoryStore(self.lambda_targets), lambda_tax=self.lambda_tax,
                     history_window=self.history_window, seed_cash=self.seed_cash)
         self.link_filters: list[LinkFilter] = []
-        self.canonicalize: Callable[[str], str | None] = canonical_url
+        self.canonicalize: Callable[[str], str | None] = build_canonicalizer(settings)
         self.engine: AopicEngine | None = None
         self.store: FrontierStore | None = None
         self.spider = None
@@ -121,6 +125,7 @@ class Frontier:
             lambda_tax=self.lambda_tax,
             history_window=self.history_window,
             seed_cash=self.seed_cash,
+            link_memory=self.link_memory,
         )
         try:
             self._downloader = self.crawler.engine.downloader
@@ -159,6 +164,7 @@ class Frontier:
         if self.export_path:
             path = self.export_importance(self.export_path)
             logger.info("aopic: importance ranking written to %s", path)
+        self.crawler.signals.send_catch_log(aopic_signals.frontier_closing, frontier=self, reason=reason)
         self.store.close()
 
     # -- keys -----------------------------------------------------------------
@@ -264,7 +270,7 @@ class Frontier:
         if paid:
             self.stats.inc_value("aopic/lambda_visits")
             self.stats.inc_value("aopic/lambda_paid", paid)
-        lease = self.store.pop(self._host_ready)
+        lease = self.store.pop(self._host_ready, self.min_share)
         if lease is None:
             return None
         request = decode_request(lease.url, lease.request, self.spider)
@@ -273,7 +279,6 @@ class Frontier:
         request.meta[KEY] = lease.url
         request.meta["aopic_cash"] = lease.cash
         request.meta.setdefault("depth", lease.depth)
-        request.dont_filter = True  # the frontier is the dupe filter
         self._leases[lease.lease_id] = lease
         return request
 
@@ -376,7 +381,8 @@ class Frontier:
         self.crawler.signals.send_catch_log(
             aopic_signals.page_visited,
             url=lease.url,
-            links=[link.url for link in links],
+            # The links that got a share: distinct, the page itself excluded.
+            links=[url for url in dict.fromkeys(link.url for link in links) if url != lease.url],
             lease=lease,
             response=response,
             spider=self.spider,

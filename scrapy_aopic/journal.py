@@ -50,8 +50,12 @@ class JournaledStore(FrontierStore):
     """A :class:`MemoryStore` whose every change is journaled to ``directory``.
 
     Reads go straight to the memory store; each successful change is appended
-    to the journal before the call returns.
+    to the journal before the call returns. Link memory: the links of a visit
+    are rebuilt from its journaled credits, a virtual revisit is journaled as
+    ``["revisit", url, lambda_tax]`` and snapshots carry the links.
     """
+
+    supports_link_memory = True
 
     def __init__(self, directory: str | os.PathLike, lambda_targets: str = "pending", *, sync: bool = False):
         self.directory = Path(directory)
@@ -201,8 +205,8 @@ class JournaledStore(FrontierStore):
             self._log("repend", _link_data(link))
         return done
 
-    def pop(self, ready: Callable[[str], bool]) -> Lease | None:
-        lease = self.memory.pop(ready)
+    def pop(self, ready: Callable[[str], bool], min_share: float = 0.0) -> Lease | None:
+        lease = self.memory.pop(ready, min_share)
         if lease is not None:
             self._log("take", lease.url)
         return lease
@@ -261,6 +265,20 @@ class JournaledStore(FrontierStore):
         self.memory.refuse(url, host, depth)
         self._log("refuse", url, host, depth)
 
+    def keep_links(self, enabled: bool) -> None:
+        # Configuration, not books: not journaled (a replay keeps the links
+        # of journaled visits; the engine switches them off again if asked).
+        self.memory.keep_links(enabled)
+
+    def peek_crawled(self) -> tuple[str, float] | None:
+        return self.memory.peek_crawled()
+
+    def revisit(self, url: str, lambda_tax: float | None) -> tuple[float, float, int] | None:
+        done = self.memory.revisit(url, lambda_tax)
+        if done is not None:
+            self._log("revisit", url, lambda_tax)
+        return done
+
     def close(self) -> None:
         """Give open leases back, write a fresh snapshot, close the journal."""
         for url, lease_id in self.memory.open_leases():
@@ -311,4 +329,5 @@ _REPLAY: dict[str, Callable[..., object]] = {
     "transfer": lambda s, url, target: s.settle_transfer(url, _current_lease(s, url), _link(target)),
     "requeue": lambda s, url: s.settle_requeue(url, _current_lease(s, url)),
     "refuse": lambda s, url, host, depth: s.refuse(url, host, depth),
+    "revisit": lambda s, url, lambda_tax: s.revisit(url, lambda_tax),
 }

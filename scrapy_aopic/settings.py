@@ -79,6 +79,34 @@ define("AOPIC_HISTORY_WINDOW", None, "core", """
     Length ``T`` in seconds of the AOPIC history window. ``None`` (default)
     keeps the whole history (plain OPIC). With a window, a page's history
     forgets cash older than ``T``.""")
+define("AOPIC_LINK_MEMORY", True, "core", """
+    Remember the distinct out-links of every crawled page and do *virtual
+    revisits*: before a request is handed out, when the richest crawled page
+    holds more cash than the richest pending URL, its cash moves on along its
+    remembered links (and its tax to lambda) exactly as a visit would pass
+    it, without fetching it again (at most one per request). Without it, in a
+    one-pass crawl the cash that reaches already-crawled pages stays there
+    (98 % of all cash after 10 % of the Rust docs is fetched) and the
+    frontier is ordered by what is left. Measured with the policy simulator
+    (``benchmarks/bench_ordering.py``): on the Rust docs, PageRank captured
+    at 10 % of pages fetched goes from 68.5 % to 83 % of the ideal sort's,
+    and the importance estimate converges on the stored graph as in the
+    OPIC paper. Cost: one pointer per remembered link plus a tuple per
+    crawled page in memory (about 8 bytes x links + 60 bytes per crawled
+    page: ~250 bytes for a page with 25 links), and the link URLs in
+    ``JOBDIR`` snapshots. Supported by the memory backend (with or without
+    ``JOBDIR``); ignored by backends without it.""")
+define("AOPIC_MIN_CASH_SHARE", 0.5, "core", """
+    Politeness without waste. When the richest pending URL's host has no free
+    download slot, the scheduler hands out the richest URL of another host
+    only if that URL holds at least this share of the richest URL's cash;
+    otherwise it waits for a slot. Without it a crawl of few hosts fills its
+    spare concurrency from whatever host is free, typically a link farm whose
+    pages only feed each other: measured on the trap benchmark with Scrapy's
+    default 8 requests per host, 0 wastes 17 % of the fetches in the farm,
+    0.2 wastes 5.5 %, 0.5 wastes 2.1 % and reaches more real pages, in the
+    same time. The cost: while the best pages all sit on busy hosts, free
+    slots may stay idle. ``0`` fills every free slot (Scrapy's behaviour).""")
 define("AOPIC_BACKEND", "memory", "core", """
     Frontier storage: ``"memory"`` (one process; persisted to ``JOBDIR``
     when that is set) or ``"redis"`` (shared by many processes; see the
@@ -104,13 +132,261 @@ define("AOPIC_DUPLICATE_FOLLOW_LINKS", False, "hygiene", """
     the original's.""")
 # (settings of the hygiene components are declared below this line)
 
+# near-duplicates: SimHash and learned URL patterns (scrapy_aopic.simhash,
+# scrapy_aopic.url_patterns, scrapy_aopic.downloadermiddlewares.simhash)
+define("AOPIC_SIMHASH_ENABLED", True, "hygiene", """
+    Near-duplicate detection by ``SimhashDedupMiddleware``: every 2xx HTML
+    response is fingerprinted (exact body checksum, then a 64-bit SimHash of
+    its visible text) and compared with the pages fetched before it.""")
+define("AOPIC_SIMHASH_DISTANCE", 3, "hygiene", """
+    Largest Hamming distance between two SimHash fingerprints (of 64 bits)
+    for the later page to be a near-duplicate of the earlier one (Manku et
+    al.: 3). 0 = only pages whose visible text gives the same fingerprint.""")
+define("AOPIC_DUPLICATE_ACTION", "flag", "hygiene", """
+    What happens to a duplicate once its cash has gone to the original:
+    ``"flag"`` (default) sets ``response.meta["aopic_duplicate_of"]`` to the
+    original's canonical URL and passes the response to the spider (its
+    links are not followed unless ``AOPIC_DUPLICATE_FOLLOW_LINKS``);
+    ``"drop"`` raises ``IgnoreRequest``: the spider never sees it.""")
+define("AOPIC_SIMHASH_MODE", "words", "hygiene", """
+    Features of the SimHash. ``"words"`` (default): the page's words (runs
+    of letters and digits holding a letter; numbers, dates and counters left
+    out), each weighted by its count to the power 1.5, so that the words a
+    page is about outweigh the few an edit changes. ``"fast"``: the
+    ``simhash`` package's features (4-character shingles of the text without
+    spaces) with a fast hash. ``"compat"``: the package's features and MD5
+    hash, bit-for-bit ``simhash.Simhash(text).value``. Fingerprints of
+    different modes are unrelated: an index saved in ``JOBDIR`` is discarded
+    when the mode changes.""")
+define("AOPIC_SIMHASH_CONFIRM", 0.4, "hygiene", """
+    A page within ``AOPIC_SIMHASH_DISTANCE`` of an original is a
+    near-duplicate only if a 64-byte MinHash sketch of their consecutive
+    word pairs estimates a Jaccard similarity of at least this much: at
+    ``k = 3`` unrelated pages in one language sometimes share a SimHash
+    neighbourhood, copies keep most word pairs. 0 = SimHash alone
+    decides.""")
+define("AOPIC_SIMHASH_BOILERPLATE", True, "hygiene", """
+    Remove boilerplate before fingerprinting: ``nav``, ``header``,
+    ``footer``, ``aside``, forms, ARIA template roles, elements whose class
+    or id names a template part or an ad (``sidebar``, ``menu``, ``ad``,
+    ``cookie``, ...) and blocks whose only text is links. Scripts, styles
+    and markup are always removed.""")
+define("AOPIC_SIMHASH_MIN_CHARS", 100, "hygiene", """
+    Pages with fewer word characters of visible text are not compared by
+    SimHash (nor indexed as originals): a fingerprint of a few words says
+    little, and pages with no text (script-rendered) would all look alike.
+    The exact body checksum still applies to them.""")
+define("AOPIC_SIMHASH_PERSIST", True, "hygiene", """
+    With ``JOBDIR``, save the fingerprints of the originals and the learned
+    URL patterns to ``JOBDIR/aopic/simhash.npz`` when the spider closes and
+    load them when it opens, so a resumed crawl still knows the pages it
+    fetched. (A crawl killed without closing loses what was learned since
+    its last clean close.)""")
+define("AOPIC_DUPLICATE_PATTERNS", True, "hygiene", """
+    Learn URL patterns that keep producing duplicates (one query parameter's
+    value, or the numbers in the path, varying) and refuse URLs matching
+    them before they are fetched, with reason ``duplicate_pattern`` (their
+    cash goes to lambda). Originals of known duplicates are never refused.""")
+define("AOPIC_DUPLICATE_PATTERN_MIN", 5, "hygiene", """
+    Duplicates (exact or near) a URL pattern needs before it is learned.""")
+define("AOPIC_DUPLICATE_PATTERN_SHARE", 0.8, "hygiene", """
+    Smallest share of duplicates among the pages fetched under a URL pattern
+    (duplicates and originals) for it to be learned: patterns under which
+    distinct pages live are not learned.""")
+
+# canonical URLs, trap guard, robots.txt-aware cash (scrapy_aopic.canonical,
+# scrapy_aopic.traps, scrapy_aopic.robots)
+from .canonical import DEFAULT_DROP_PARAMS as _DEFAULT_DROP_PARAMS  # noqa: E402
+
+define("AOPIC_CANONICAL_DROP_PARAMS", list(_DEFAULT_DROP_PARAMS), "hygiene", """
+    Query parameters removed from canonical URLs (account keys): click and
+    campaign trackers by default (``utm_*``, ``gclid``, ``fbclid``,
+    ``msclkid``, ...). Names are matched case-insensitively; an entry ending
+    in ``*`` is a prefix. A list, or a comma-separated string. Set it to
+    ``[]`` to keep every parameter. The URL fetched keeps them.""")
+define("AOPIC_CANONICAL_STRIP_SESSION_IDS", True, "hygiene", """
+    Remove session ids from canonical URLs: ``;jsessionid=`` (and
+    ``;phpsessid=``, ``;sid=``, ``;sessionid=``) path parameters, ASP.NET
+    cookieless ``/(S(...))/`` segments and query parameters ``jsessionid``,
+    ``phpsessid``, ``sid``, ``sessionid``, ``session_id``, ``sessid``,
+    ``aspsessionid*``, ``cfid``, ``cftoken``, ``zenid``, ``oscsid``.""")
+define("AOPIC_CANONICAL_FOLD_WWW", False, "hygiene", """
+    Fold ``www.example.com`` into ``example.com`` in canonical URLs. Off by
+    default: most sites serve both names as one site, but not all.""")
+define("AOPIC_TRAP_MAX_HOPS", 20, "hygiene", """
+    Trap rule ``depth``: refuse URLs more than this many links away from a
+    seed (Heritrix's max-hops). 0 = off.""")
+define("AOPIC_TRAP_MAX_PATH_SEGMENTS", 20, "hygiene", """
+    Trap rule ``path_segments``: refuse URLs whose path has more segments
+    (Heritrix's max-path-depth). 0 = off.""")
+define("AOPIC_TRAP_MAX_SEGMENT_REPEATS", 2, "hygiene", """
+    Trap rule ``repeated_segment``: refuse URLs in which one path segment
+    occurs more than this many times, consecutively or not
+    (``/a/b/a/b/a/b``: relative-link loops). 0 = off.""")
+define("AOPIC_TRAP_MAX_URL_LENGTH", 2083, "hygiene", """
+    Trap rule ``url_length``: refuse URLs longer than this many characters,
+    as written. 0 = off.""")
+define("AOPIC_TRAP_MAX_QUERY_PARAMS", 20, "hygiene", """
+    Trap rule ``query_params``: refuse URLs with more query parameters
+    (after session and tracking parameters are removed). 0 = off.""")
+define("AOPIC_TRAP_CALENDAR_DATES", 30, "hygiene", """
+    Trap rule ``calendar``: most distinct dates admitted per URL template on
+    a host. The template is the URL with its dates (``2024/05``,
+    ``2024-05-03``, ``?year=2024&month=5``) replaced: an endless calendar is
+    one template with ever new dates, while dated articles each have their
+    own. 0 = off.""")
+define("AOPIC_TRAP_HOST_PAGES", 0, "hygiene", """
+    Trap rule ``host_pages``: page budget of one host (fetches per host, per
+    process); once spent, its links get no share and its queued URLs are
+    refused with their cash to lambda. 0 = off (default).""")
+define("AOPIC_TRAP_MAX_SUBDOMAINS", 10, "hygiene", """
+    Trap rule ``subdomains``: most host names admitted under one registered
+    domain (Frontera's default), against link farms on endless subdomains.
+    Registered domains come from ``tldextract``'s bundled list with private
+    suffixes, so ``*.blogspot.com`` hosts are separate sites. 0 = off.""")
+define("AOPIC_ROBOTS_MAX_CRAWL_DELAY", 60.0, "hygiene", """
+    With ``ROBOTSTXT_OBEY``, a host's robots.txt ``Crawl-delay`` becomes its
+    download slot delay when larger than the current one, capped at this many
+    seconds. 0 = ignore ``Crawl-delay``.""")
+
 # --- redis backend ----------------------------------------------------------
 # (settings of the Redis backend are declared below this line)
+define("AOPIC_REDIS_KEY", "%(spider)s:aopic", "redis", """
+    Prefix of every Redis key of the shared frontier (scrapy-redis style
+    template: ``%(spider)s`` is the spider's name). Workers with the same
+    prefix share one crawl; put a hash tag in it (``{%(spider)s}:aopic``)
+    to keep all keys on one Redis Cluster node. The connection itself comes
+    from scrapy-redis' settings: ``REDIS_URL`` (or ``REDIS_HOST`` /
+    ``REDIS_PORT`` / ``REDIS_DB``) and ``REDIS_PARAMS``.""")
+define("AOPIC_REDIS_HOST_CONCURRENCY", None, "redis", """
+    Most requests in flight per host (download slot) across *all* workers
+    of the crawl, enforced in Redis when a URL is leased. ``None`` (default)
+    uses ``CONCURRENT_REQUESTS_PER_DOMAIN``; ``0`` lifts the cap (each
+    worker's own downloader slots still apply).""")
+define("AOPIC_REDIS_LEASE_TIMEOUT", 600.0, "redis", """
+    Seconds (Redis server time) a worker may hold a leased request before
+    the frontier gives it to another worker, cash included: a worker killed
+    with SIGKILL loses nothing, its requests come back after this long.
+    Keep it well above ``DOWNLOAD_TIMEOUT`` plus the time a response waits
+    to be parsed: a lease that expires while its page is still being
+    fetched lets another worker fetch the page again (the late settlement is
+    then ignored, so no cash is counted twice).""")
+define("AOPIC_REDIS_RETRY_TIMEOUT", 300.0, "redis", """
+    Seconds a worker keeps retrying (with backoff, logging every failure)
+    while Redis is unreachable before the error stops the crawl. A Redis
+    restart shorter than this is survived; with ``appendonly yes`` nothing
+    is lost. ``0`` fails at once.""")
 
 # --- re-crawl ----------------------------------------------------------------
 # (settings of continuous crawls are declared below this line)
 
+define("AOPIC_RECRAWL", False, "recrawl", """
+    Continuous crawl: crawled pages go back into the frontier and are
+    fetched again, at times planned from their history (see
+    ``AOPIC_RECRAWL_MODEL``), never sooner than ``AOPIC_RECRAWL_MIN_INTERVAL``
+    after a visit and at least every ``AOPIC_RECRAWL_MAX_INTERVAL``. The
+    spider then runs until stopped (e.g. ``CLOSESPIDER_TIMEOUT``). Revisits
+    go through the same politeness-aware selection as new pages.""")
+define("AOPIC_RECRAWL_MODEL", "estimator", "recrawl", """
+    How revisits are planned. ``"estimator"``: from each page's own new-link
+    rate (or, without link counts, its change rate by Cho & Garcia-Molina's
+    unbiased estimator) shaped by an hour-of-day x day-of-week profile learnt
+    per ``host/first-path-segment`` (falling back to the host, then flat,
+    while data is thin). ``"forest"``: the same with the profile predicted by
+    a random-forest regression on hour and weekday, as in the seed paper
+    (needs scikit-learn: ``pip install scrapy-aopic[ml]``). ``"aopic"``:
+    AOPIC's own rule only: a page is queued again once the minimum interval
+    has passed and comes up when its cash makes it the richest.""")
+define("AOPIC_RECRAWL_MIN_INTERVAL", 60.0, "recrawl", """
+    Seconds: no page is revisited sooner than this after its last visit
+    (politeness; also the floor of every planned interval).""")
+define("AOPIC_RECRAWL_MAX_INTERVAL", 7 * 86400.0, "recrawl", """
+    Seconds: every crawled page is revisited at least this often (a page that
+    never changes backs off, doubling its interval, up to this). Past its
+    planned time a page is fetched ahead of the cash order (see
+    ``AOPIC_RECRAWL_DUE_FIRST``).""")
+define("AOPIC_RECRAWL_INITIAL_INTERVAL", None, "recrawl", """
+    Seconds from a page's first visit to its first revisit, before anything
+    is known about it. ``None``: the geometric mean of the minimum and
+    maximum intervals (about 1.7 hours with the defaults).""")
+define("AOPIC_RECRAWL_RULE", "delay", "recrawl", """
+    When a revisit of a page with new links is worth it. ``"delay"``: when
+    the links that appeared since the last visit have waited, in
+    expectation, ``AOPIC_RECRAWL_FETCH_COST`` link-seconds in total: busy
+    hours get short intervals, quiet nights long ones (interval about
+    ``sqrt(2 * cost / rate)``; minimises discovery delay plus cost).
+    ``"yield"``: when ``AOPIC_RECRAWL_TARGET_YIELD`` new links are expected
+    (fewer, fuller fetches; longer delays).""")
+define("AOPIC_RECRAWL_FETCH_COST", 30.0, "recrawl", """
+    For ``AOPIC_RECRAWL_RULE = "delay"``: what one fetch is worth in
+    link-seconds of discovery delay. Larger: fewer fetches, longer delays.
+    30 revisits a hub publishing 60 links a day about every 5 minutes at
+    its busiest hours and every 40 minutes at night.""")
+define("AOPIC_RECRAWL_TARGET_YIELD", 1.0, "recrawl", """
+    For ``AOPIC_RECRAWL_RULE = "yield"``: expected new links (or, for pages
+    without link counts, changes) a revisit should find.""")
+define("AOPIC_RECRAWL_CHANGE_WEIGHT", 0.0, "recrawl", """
+    Value of a content change relative to a new link when planning pages
+    that have link counts. ``0`` (default): only new links make a page
+    worth revisiting (discovery); ``1``: a changed page is worth as much as a
+    new link (freshness of the pages themselves; costs more fetches).""")
+define("AOPIC_RECRAWL_KEY_MIN_EVENTS", 100, "recrawl", """
+    New links a ``host/first-path-segment`` key must have produced before
+    its own hour-of-week profile is used; below that its host's profile is,
+    and below that a flat one (the seed paper's fallback, which used 1000).""")
+define("AOPIC_RECRAWL_PROFILE_WINDOW", 28 * 86400.0, "recrawl", """
+    Seconds: time constant of the exponential forgetting of the profiles and
+    of each page's rate (and the forest's training window), so the plan
+    follows sites whose rhythm changes.""")
+define("AOPIC_RECRAWL_FOREST_RETRAIN", 86400.0, "recrawl", """
+    Seconds between two fits of the random forests
+    (``AOPIC_RECRAWL_MODEL = "forest"``); a fit takes tens of milliseconds
+    per key.""")
+define("AOPIC_RECRAWL_HISTORY_WINDOW", 7 * 86400.0, "recrawl", """
+    The AOPIC history window (seconds) used when ``AOPIC_RECRAWL`` is on and
+    ``AOPIC_HISTORY_WINDOW`` is not set: a week covers the weekly publishing
+    cycle and several visits of every page (the maximum revisit interval),
+    so importance follows the site as it is now rather than as it was when
+    the crawl started. ``None`` keeps plain OPIC history in re-crawl mode.""")
+define("AOPIC_RECRAWL_CONDITIONAL", True, "recrawl", """
+    Revisits send ``If-None-Match`` / ``If-Modified-Since`` from the ETag
+    and Last-Modified the page was last served with; a ``304 Not Modified``
+    answer counts as a visit that found nothing new.""")
+define("AOPIC_RECRAWL_CHANGE_DISTANCE", 3, "recrawl", """
+    A revisited page whose body checksum differs counts as changed only if
+    the SimHash of its visible text is more than this many bits away from
+    the previous version's (a clock or a counter is not a change).""")
+define("AOPIC_RECRAWL_DUE_FIRST", True, "recrawl", """
+    A page past its planned revisit time is fetched before the cash order,
+    as soon as its host's download slot has room (politeness is kept).
+    ``False``: due pages only re-enter the frontier and wait for their cash
+    to make them the richest.""")
+define("AOPIC_RECRAWL_STATE_INTERVAL", 300.0, "recrawl", """
+    With ``JOBDIR``: seconds between two saves of the planner's state
+    (``JOBDIR/aopic-recrawl.json``; also saved when the spider closes). Pages
+    crawled but missing from a lost state are planned again on resume.""")
+
 # --- users' side: report, command, graph export ----------------------------
+
+define("AOPIC_EXPORT_GRAPH", None, "users", """
+    Path of a JSON Lines file the crawl appends its link graph to as it goes:
+    one object per visited page, ``{"url", "host", "links"}`` (canonical
+    URLs). ``scrapy aopic replay`` compares every ordering policy on it.
+    ``None``: not recorded.""")
 # (settings of the report and export features are declared below this line)
+define("AOPIC_REPORT", None, "report", """
+    Directory of the crawl report written when the spider closes:
+    ``report.html`` (one self-contained page that opens offline), the PNG
+    plots in it (importance convergence, cash flow, frontier, pages per host;
+    they need matplotlib: ``pip install "scrapy-aopic[report]"``),
+    ``report.json`` (every sample) and ``stats.json`` (the crawl's final
+    stats). ``None`` (default): no report.""")
+define("AOPIC_REPORT_INTERVAL", 5.0, "report", """
+    Seconds between two samples of the frontier for the crawl report. Each
+    sample reads the running totals (O(1)); the top 100 pages, used to measure
+    how stable the importance ranking is, are read at most as often as keeps
+    that scan under 5% of the crawl's time.""")
+define("AOPIC_REPORT_TOP", 50, "report", """
+    Rows of the top pages table of the crawl report (most important first).""")
 
 DEFAULTS: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}

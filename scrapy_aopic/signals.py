@@ -5,3 +5,8 @@
 #: ``lease`` (:class:`~scrapy_aopic.store.base.Lease`: cash, depth, history
 #: before the visit), ``response``, ``spider``.
 page_visited = object()
+
+#: The frontier is about to close its store (sent from the scheduler's
+#: ``close``, before ``spider_closed``): the last moment its accounts can be
+#: read, also from a remote store. Arguments: ``frontier``, ``reason``.
+frontier_closing = object()

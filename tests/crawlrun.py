@@ -48,11 +48,11 @@ def install_greedy_check(violations: list, fetched_cash: list) -> None:
     every pending account on a ready host (O(n) per pop: tests only)."""
     original = MemoryStore.pop
 
-    def checked_pop(self, ready):
+    def checked_pop(self, ready, min_share=0.0):
         pending = {
             v.url: v.cash for v in self.iter_accounts() if v.state == PENDING and ready(v.host)
         }
-        lease = original(self, ready)
+        lease = original(self, ready, min_share)
         if lease is not None:
             fetched_cash.append(lease.cash)
             richest = max(pending.values(), default=0.0)

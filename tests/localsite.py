@@ -30,6 +30,13 @@ def build_graph(pages: int, seed: int = 1) -> dict[str, list[str]]:
     return graph
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        pass  # a crawler killed or timing out resets its connections
+
+
 class LocalSite:
     """Serve ``graph`` on 127.0.0.1; ``hits`` counts requests per path."""
 
@@ -86,8 +93,7 @@ class LocalSite:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = _QuietServer(("127.0.0.1", 0), Handler)
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 

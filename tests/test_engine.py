@@ -464,3 +464,15 @@ def test_importance_converges_on_scale_free_graph():
     assert taus[-1] > 0.97, taus
     assert taus[-1] > baseline + 0.1, (taus, baseline)
     assert_balanced(engine)
+
+
+def test_min_share_waits_for_a_busy_host_instead_of_fetching_junk(make_store, clock):
+    engine = AopicEngine(make_store(), clock=clock)
+    engine.add_seed(link("good/1", host="good"), cash=1.0)
+    engine.add_seed(link("good/2", host="good"), cash=0.8)
+    engine.add_seed(link("farm/1", host="farm"), cash=0.01)
+    busy = lambda host: host != "good"  # noqa: E731
+    assert engine.store.pop(busy, min_share=0.05) is None  # 0.01 < 5 % of 1.0
+    assert engine.store.pop(busy, min_share=0.005).url == "farm/1"
+    assert engine.store.pop(lambda host: True, min_share=0.05).url == "good/1"
+    assert_balanced(engine)

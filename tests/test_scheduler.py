@@ -221,3 +221,11 @@ def _html(request):
 def test_frontier_is_shared_per_crawler():
     scheduler, crawler = make_scheduler()
     assert Frontier.from_crawler(crawler) is scheduler.frontier
+
+
+def test_handed_out_requests_keep_offsite_filtering():
+    """Scrapy's OffsiteMiddleware skips dont_filter requests: the frontier
+    must not set it, or allowed_domains would be ignored."""
+    scheduler, _ = make_scheduler()
+    scheduler.enqueue_request(seed("http://a.example/x"))
+    assert scheduler.next_request().dont_filter is False

@@ -102,9 +102,29 @@ class Totals:
     history_sum: float = 0.0  #: sum of history over pages, lambda included
     lambda_visits: int = 0
     visits: int = 0  #: completed page visits
+    #: virtual revisits of crawled pages (link memory; not in ``visits``)
+    virtual_visits: int = 0
     known: int = 0  #: accounts of every state
     pending: int = 0
     leased: int = 0
+
+
+def lambda_split(cash: float, links: int, tax: float | None) -> tuple[float, float]:
+    """``(lambda_amount, per_link_share)`` of a page holding ``cash`` with
+    ``links`` distinct out-links (SPEC 2, step 4).
+
+    ``tax=None``: lambda is one more out-link, ``c/(m+1)`` each. A float tax:
+    lambda gets ``t*c`` and every link ``(1-t)*c/m``. No links: all to lambda.
+    (Defined here so that stores applying a virtual revisit split cash with
+    the very formula the engine uses; :mod:`scrapy_aopic.engine` re-exports it.)
+    """
+    if links <= 0:
+        return cash, 0.0
+    if tax is None:
+        share = cash / (links + 1)
+        return cash - share * links, share
+    share = cash * (1.0 - tax) / links
+    return cash - share * links, share
 
 
 class FrontierStore(ABC):
@@ -113,9 +133,21 @@ class FrontierStore(ABC):
     ``lambda_targets`` is ``"pending"`` or ``"all"``: which accounts share a
     lambda payout. Payouts are O(1): a store keeps a cumulative per-target
     dividend and settles an account lazily when it is next touched.
+
+    **Link memory** (optional capability, ``supports_link_memory``). A store
+    that has it remembers, for every CRAWLED account, the URLs credited by
+    its last visit, and can *revisit* the richest crawled account without a
+    fetch: its cash moves on along the remembered links exactly as a visit
+    would pass it (see :meth:`revisit`). In a one-pass crawl this keeps cash
+    that reaches already-crawled pages flowing to the frontier instead of
+    piling up there.
     """
 
     lambda_targets: str
+
+    #: Whether :meth:`keep_links`, :meth:`peek_crawled` and :meth:`revisit`
+    #: are implemented.
+    supports_link_memory: bool = False
 
     # -- reading ------------------------------------------------------------
 
@@ -158,8 +190,11 @@ class FrontierStore(ABC):
     # -- selection ----------------------------------------------------------
 
     @abstractmethod
-    def pop(self, ready: Callable[[str], bool]) -> Lease | None:
-        """Lease the richest pending URL whose host is ``ready``.
+    def pop(self, ready: Callable[[str], bool], min_share: float = 0.0) -> Lease | None:
+        """Lease the richest pending URL whose host is ``ready`` and whose
+        cash is at least ``min_share`` times the cash of the richest pending
+        URL of any host (``None`` if there is none: better to wait for a busy
+        host than to spend a fetch on a page worth far less).
 
         Ties go to the account discovered first. The account's cash moves to
         ``in_flight`` and the account becomes LEASED.
@@ -213,6 +248,30 @@ class FrontierStore(ABC):
     @abstractmethod
     def open_leases(self) -> list[tuple[str, int]]:
         """``(url, lease_id)`` of every open lease."""
+
+    # -- link memory (optional: ``supports_link_memory``) ---------------------
+
+    def keep_links(self, enabled: bool) -> None:
+        """Start (``True``) or stop remembering the out-links of crawled
+        accounts; stopping forgets every remembered link (frees the memory)."""
+        raise NotImplementedError(f"{type(self).__name__} has no link memory")
+
+    def peek_crawled(self) -> tuple[str, float] | None:
+        """URL and cash of the richest CRAWLED account whose links are
+        remembered (ties: discovered first), if any."""
+        raise NotImplementedError(f"{type(self).__name__} has no link memory")
+
+    def revisit(self, url: str, lambda_tax: float | None) -> tuple[float, float, int] | None:
+        """Virtual visit of the CRAWLED account ``url``, atomically and
+        without a lease: take all its cash ``c``, split it with
+        :func:`lambda_split` (``lambda_tax``) over its remembered links, credit
+        them as :meth:`settle_visit` does (aliases followed, refused/failed
+        to lambda), pay lambda the remainder, and add ``c`` to the account's
+        history (plain OPIC: no window). ``last_visit`` and ``visits`` do not
+        change; ``Totals.virtual_visits`` counts it. Returns
+        ``(cash, per_link_share, links)``, or ``None`` when ``url`` is not a
+        crawled account with remembered links."""
+        raise NotImplementedError(f"{type(self).__name__} has no link memory")
 
     # -- other ---------------------------------------------------------------
 

@@ -13,6 +13,15 @@ Lambda dividend. A lambda payout adds ``amount / N`` to a cumulative
 at (``mark``) and is settled when touched. A pending account's heap key is
 ``cash - mark``: payouts add the same amount to every target, so keys (and
 the order) never change when lambda pays out.
+
+Link memory. Each account remembers (``links``) the accounts its last visit
+credited: references to account objects, not URL strings, so a remembered
+link costs one pointer (8 bytes) plus the tuple's header per crawled page.
+A third lazy heap orders the CRAWLED accounts whose links are remembered by
+cash, for virtual revisits (:meth:`MemoryStore.revisit`). Its key is
+``mark - cash`` when crawled accounts share lambda payouts (``"all"``: the
+key, like a pending key, does not change when lambda pays out) and
+``-cash`` otherwise (crawled accounts then hold plain cash).
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ from .base import (
     Lease,
     Link,
     Totals,
+    lambda_split,
 )
 
 _ALL_TARGET_STATES = (PENDING, LEASED, CRAWLED)
@@ -53,9 +63,11 @@ class _Account:
         "state",
         "host",
         "request",
+        "url",
+        "links",
     )
 
-    def __init__(self, cash, mark, depth, seq, host, request):
+    def __init__(self, cash, mark, depth, seq, host, request, url):
         self.cash = cash
         self.mark = mark
         self.history = 0.0
@@ -66,6 +78,8 @@ class _Account:
         self.state = PENDING
         self.host = host
         self.request = request
+        self.url = url  # the dict key itself: remembered links point here
+        self.links = None  # accounts credited by the last visit (link memory)
 
 
 class _HostQueue:
@@ -79,9 +93,16 @@ class _HostQueue:
 
 
 class MemoryStore(FrontierStore):
-    """:class:`~scrapy_aopic.store.base.FrontierStore` in Python objects."""
+    """:class:`~scrapy_aopic.store.base.FrontierStore` in Python objects.
 
-    def __init__(self, lambda_targets: str = "pending"):
+    ``link_memory``: remember the out-links of crawled accounts (see
+    :meth:`keep_links`; on by default so that a journal replay rebuilds them,
+    an engine without link memory switches it off).
+    """
+
+    supports_link_memory = True
+
+    def __init__(self, lambda_targets: str = "pending", *, link_memory: bool = True):
         if lambda_targets not in ("pending", "all"):
             raise ValueError(
                 f"AOPIC_LAMBDA_TARGETS must be 'pending' or 'all', got {lambda_targets!r}"
@@ -98,6 +119,9 @@ class MemoryStore(FrontierStore):
         self._entries = 0  # heap entries, live or stale, across hosts
         self._totals = Totals()
         self._crawled = 0
+        self._keep_links = link_memory
+        # (key, seq, url) of CRAWLED accounts with remembered links; lazy.
+        self._rich: list[tuple[float, int, str]] = []
 
     # -- helpers ------------------------------------------------------------
 
@@ -193,7 +217,9 @@ class MemoryStore(FrontierStore):
         heapq.heapify(self._host_heap)
 
     def _new_account(self, link: Link, cash: float) -> _Account:
-        acc = _Account(cash, self._dividend, link.depth, self._next_seq, link.host, link.request)
+        acc = _Account(
+            cash, self._dividend, link.depth, self._next_seq, link.host, link.request, link.url
+        )
         self._next_seq += 1
         self._accounts[link.url] = acc
         self._totals.known += 1
@@ -237,7 +263,30 @@ class MemoryStore(FrontierStore):
             hops += 1
         return url, acc, True
 
-    def _credit(self, link: Link, amount: float) -> None:
+    def _credit(self, link: Link, amount: float) -> _Account | None:
+        """Credit ``amount`` to ``link``'s account (following aliases);
+        returns the account of ``link.url`` itself (the one to remember)."""
+        acc = self._accounts.get(link.url)
+        if acc is None:
+            return self._new_account(link, amount)
+        state = acc.state
+        if state == ALIAS:
+            self._credit_resolved(link, amount)
+        elif state == REFUSED or state == FAILED:
+            self._totals.lambda_cash += amount
+        else:
+            # Fast path (no alias): the common case of a visit's credits.
+            if amount:
+                acc.cash += amount
+                if state == PENDING:
+                    self._push(link.url, acc)
+                elif state == CRAWLED and acc.links is not None:
+                    self._push_rich(acc)
+            if link.depth < acc.depth:
+                acc.depth = link.depth
+        return acc
+
+    def _credit_resolved(self, link: Link, amount: float) -> None:
         url, acc, ok = self._resolve(link.url)
         if not ok:
             self._totals.lambda_cash += amount
@@ -256,8 +305,46 @@ class MemoryStore(FrontierStore):
             acc.cash += amount
         if link.depth < acc.depth:
             acc.depth = link.depth
-        if state == PENDING and amount:
-            self._push(url, acc)
+        if amount:
+            if state == PENDING:
+                self._push(url, acc)
+            elif state == CRAWLED and acc.links is not None:
+                self._push_rich(acc)
+
+    def _credit_account(self, acc: _Account, amount: float) -> None:
+        """Credit a remembered account (a virtual revisit's link)."""
+        state = acc.state
+        if state == ALIAS:
+            self._credit_resolved(Link(acc.url, acc.host, acc.depth), amount)
+        elif state == REFUSED or state == FAILED:
+            self._totals.lambda_cash += amount
+        elif amount:
+            acc.cash += amount
+            if state == PENDING:
+                self._push(acc.url, acc)
+            elif state == CRAWLED and acc.links is not None:
+                self._push_rich(acc)
+
+    # -- link memory helpers ----------------------------------------------------
+
+    def _rich_key(self, acc: _Account) -> float:
+        return acc.mark - acc.cash if self._all_targets else -acc.cash
+
+    def _push_rich(self, acc: _Account) -> None:
+        rich = self._rich
+        heapq.heappush(rich, (self._rich_key(acc), acc.seq, acc.url))
+        if len(rich) > 64 and len(rich) > 3 * self._crawled:
+            self._rebuild_rich()
+
+    def _rebuild_rich(self) -> None:
+        """One entry per crawled account that can be revisited."""
+        everyone = self._all_targets  # "all": payouts may raise a 0-cash account
+        self._rich = [
+            (self._rich_key(acc), acc.seq, url)
+            for url, acc in self._accounts.items()
+            if acc.state == CRAWLED and acc.links is not None and (everyone or acc.cash > 0)
+        ]
+        heapq.heapify(self._rich)
 
     def _open_lease(self, url: str, acc: _Account) -> Lease:
         self._set_state(acc, LEASED)
@@ -341,6 +428,7 @@ class MemoryStore(FrontierStore):
             "history_sum": t.history_sum,
             "lambda_visits": t.lambda_visits,
             "visits": t.visits,
+            "virtual_visits": t.virtual_visits,
             "next_seq": self._next_seq,
             "next_lease": self._next_lease,
         }
@@ -358,6 +446,7 @@ class MemoryStore(FrontierStore):
                     acc.seq,
                     acc.host,
                     acc.request,
+                    None if acc.links is None else [a.url for a in acc.links],
                 ]
 
         return header, records()
@@ -371,10 +460,17 @@ class MemoryStore(FrontierStore):
             setattr(t, name, float(header[name]))
         t.lambda_visits = int(header["lambda_visits"])
         t.visits = int(header["visits"])
+        t.virtual_visits = int(header.get("virtual_visits", 0))
         store._next_seq = int(header["next_seq"])
         store._next_lease = int(header["next_lease"])
-        for url, state, cash, history, last_visit, visits, depth, seq, host, request in records:
-            acc = _Account(float(cash), 0.0, int(depth), int(seq), host, request)
+        remembered: list[tuple[_Account, list]] = []
+        for record in records:
+            url, state, cash, history, last_visit, visits, depth, seq, host, request = record[:10]
+            # Snapshots written before link memory have 10 fields.
+            links = record[10] if len(record) > 10 else None
+            acc = _Account(float(cash), 0.0, int(depth), int(seq), host, request, url)
+            if links is not None and store._keep_links:
+                remembered.append((acc, links))
             acc.history = float(history)
             acc.last_visit = last_visit
             acc.visits = int(visits)
@@ -387,7 +483,11 @@ class MemoryStore(FrontierStore):
                 store._crawled += 1
             elif acc.state == LEASED:
                 raise ValueError(f"snapshot holds a leased account: {url}")
+        accounts = store._accounts
+        for acc, links in remembered:
+            acc.links = tuple(accounts[u] for u in links if u in accounts)
         store._compact()
+        store._rebuild_rich()
         return store
 
     # -- cash in ------------------------------------------------------------
@@ -420,14 +520,21 @@ class MemoryStore(FrontierStore):
 
     # -- selection ----------------------------------------------------------
 
-    def pop(self, ready: Callable[[str], bool]) -> Lease | None:
+    def pop(self, ready: Callable[[str], bool], min_share: float = 0.0) -> Lease | None:
         skipped: list[tuple[float, int, str]] = []
+        floor = None
         try:
             while True:
                 head = self._head()
                 if head is None:
                     return None
                 hq, top, host = head
+                if min_share > 0:
+                    cash = self._effective_cash(self._accounts[top[2]])
+                    if floor is None:
+                        floor = cash * min_share  # the first head is the richest of all
+                    elif cash < floor:
+                        return None  # hosts come richest first: every later one is poorer
                 if not ready(host):
                     skipped.append(heapq.heappop(self._host_heap))
                     continue
@@ -487,10 +594,21 @@ class MemoryStore(FrontierStore):
         acc.visits += 1
         self._totals.visits += 1
         paid = 0.0
-        for link, amount in credits:
-            paid += amount
-            self._credit(link, amount)
+        credit = self._credit
+        if self._keep_links:
+            remembered = []
+            append = remembered.append
+            for link, amount in credits:
+                paid += amount
+                append(credit(link, amount))
+            acc.links = tuple(remembered)
+        else:
+            for link, amount in credits:
+                paid += amount
+                credit(link, amount)
         self._totals.lambda_cash += cash - paid
+        if acc.links is not None and (self._all_targets or acc.cash > 0):
+            self._push_rich(acc)
         return True
 
     def settle_failure(self, url: str, lease_id: int, *, refuse: bool = False) -> bool:
@@ -534,6 +652,49 @@ class MemoryStore(FrontierStore):
 
     def open_leases(self) -> list[tuple[str, int]]:
         return [(url, lease[0]) for url, lease in self._leases.items()]
+
+    # -- link memory ------------------------------------------------------------
+
+    def keep_links(self, enabled: bool) -> None:
+        if not enabled and self._keep_links:
+            for acc in self._accounts.values():
+                acc.links = None
+            self._rich = []
+        self._keep_links = bool(enabled)
+
+    def peek_crawled(self) -> tuple[str, float] | None:
+        rich, accounts = self._rich, self._accounts
+        while rich:
+            key, seq, url = rich[0]
+            acc = accounts[url]
+            if acc.state == CRAWLED and acc.links is not None and self._rich_key(acc) == key:
+                return url, self._effective_cash(acc)
+            heapq.heappop(rich)  # stale: revisited, credited again, re-pended...
+        return None
+
+    def revisit(self, url: str, lambda_tax: float | None) -> tuple[float, float, int] | None:
+        acc = self._accounts.get(url)
+        if acc is None or acc.state != CRAWLED or acc.links is None:
+            return None
+        self._settle(acc)
+        cash = acc.cash
+        acc.cash = 0.0
+        links = acc.links
+        _, share = lambda_split(cash, len(links), lambda_tax)
+        t = self._totals
+        # Plain OPIC: the cash passed on joins the history (no window here).
+        acc.history += cash
+        t.history_sum += cash
+        t.virtual_visits += 1
+        paid = 0.0
+        credit = self._credit_account
+        for linked in links:
+            paid += share
+            credit(linked, share)
+        t.lambda_cash += cash - paid
+        if self._all_targets or acc.cash > 0:
+            self._push_rich(acc)  # it keeps earning lambda dividends
+        return cash, share, len(links)
 
     def refuse(self, url: str, host: str, depth: int) -> None:
         acc = self._accounts.get(url)

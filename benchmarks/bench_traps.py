@@ -1,0 +1,128 @@
+"""Trap waste and real-page reach with a fixed fetch budget (issue 3, SPEC 8).
+
+Serves the trap site of ``tests/trapsite.py`` on 127.0.0.1 (real content next
+to an endless calendar, per-page session ids, a relative-link loop, a
+counter parameter, a link farm on a second host, soft 404s) and runs real
+``scrapy crawl``s, one process each, side by side in the same run:
+
+* ``aopic``: ``ADDONS = {"scrapy_aopic.Addon": 0}``, everything default;
+* ``scrapy-default``: Scrapy's own order (LIFO: depth-first);
+* ``scrapy-bfs``: breadth-first (``DEPTH_PRIORITY=1`` + FIFO queues);
+* ``reference``: breadth-first on the same site with the traps switched off.
+
+Every crawl obeys robots.txt and stops at ``CLOSESPIDER_PAGECOUNT`` =
+budget. Figures are counted server-side: fetches, fetches inside traps,
+repeated fetches of a real page (duplicates), distinct real pages reached.
+Targets: waste (traps + duplicates) < 2 % of fetches; real pages reached >=
+99 % of the trap-free breadth-first crawl's.
+
+Two concurrency settings are measured: Scrapy's defaults (16 requests, 8
+per host) and 16 per host. With 8 per host, the frontier hands the free
+half of the concurrency to the only other ready host, the link farm (see
+the printed note).
+
+    .venv/bin/python benchmarks/bench_traps.py [--budget 1500] [--articles 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import time
+import timeit
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+from trapsite import SiteServer, TrapSite, fetch_figures, run_crawl  # noqa: E402
+
+from scrapy_aopic.canonical import Canonicalizer  # noqa: E402
+from scrapy_aopic.traps import TrapGuard  # noqa: E402
+
+ORDERS = {
+    "aopic": {"ADDONS": {"scrapy_aopic.Addon": 0}},
+    "scrapy-default": {},
+    "scrapy-bfs": {
+        "DEPTH_PRIORITY": 1,
+        "SCHEDULER_DISK_QUEUE": "scrapy.squeues.PickleFifoDiskQueue",
+        "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",
+    },
+}
+
+
+def bench_canonical(n: int = 20000) -> None:
+    """Microseconds per canonicalization, cold (no cache) and memoized."""
+    rng = random.Random(3)
+    urls = []
+    for i in range(n):
+        urls.append(
+            f"http://WWW.Site{rng.randrange(500)}.example.co.uk:80/news/{rng.randrange(10**6)}/"
+            f"some-article-title-{i}.html;jsessionid={rng.randrange(10**9)}"
+            f"?b={rng.randrange(9)}&a=1&utm_source=x#frag"
+        )
+    cold = Canonicalizer(cache_size=0)
+    t = timeit.timeit(lambda: [cold(u) for u in urls], number=1)
+    print(f"canonical_url, cold (every URL new):      {t / n * 1e6:6.1f} us/URL")
+    warm = Canonicalizer()
+    nav = urls[:200]  # a site's navigation links, repeated on every page
+    for u in nav:
+        warm(u)
+    t = timeit.timeit(lambda: [warm(u) for u in nav], number=50)
+    print(f"canonical_url, memoized (repeated links): {t / (50 * len(nav)) * 1e6:6.2f} us/URL")
+    guard = TrapGuard()
+    keys = [cold(u) for u in urls]
+    t = timeit.timeit(lambda: [guard.rule(u, k, 3) for u, k in zip(urls, keys)], number=1)
+    print(f"trap rules (all, per link):               {t / n * 1e6:6.1f} us/URL")
+    from w3lib.url import canonicalize_url
+
+    t = timeit.timeit(lambda: [canonicalize_url(u) for u in urls], number=1)
+    print(f"w3lib canonicalize_url alone, same URLs:  {t / n * 1e6:6.1f} us/URL")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--budget", type=int, default=1500)
+    parser.add_argument("--articles", type=int, default=2000)
+    args = parser.parse_args()
+
+    bench_canonical()
+    print()
+    site, clean = TrapSite(args.articles), TrapSite(args.articles, traps=False)
+    real = site.real_pages()
+    print(f"site: {len(real)} real pages; budget {args.budget} pages per crawl")
+    for per_host in (8, 16):
+        common = {"CLOSESPIDER_PAGECOUNT": args.budget, "CONCURRENT_REQUESTS": 16,
+                  "CONCURRENT_REQUESTS_PER_DOMAIN": per_host}
+        with SiteServer(clean) as server:
+            run_crawl([server.base + "/"], {**ORDERS["scrapy-bfs"], **common})
+            reference = fetch_figures(server.take_log(), real)
+        print(f"\nCONCURRENT_REQUESTS=16, CONCURRENT_REQUESTS_PER_DOMAIN={per_host}")
+        print(f"{'order':<22}{'fetches':>8}{'traps':>7}{'dups':>6}{'waste':>8}{'real':>7}{'vs ref':>8}{'secs':>7}")
+        print(f"{'reference (no traps)':<22}{reference['fetches']:>8}{'-':>7}{reference['duplicate_fetches']:>6}"
+              f"{'-':>8}{reference['real_reached']:>7}{'100.0%':>8}")
+        with SiteServer(site) as server:
+            for name, order in ORDERS.items():
+                start = time.perf_counter()
+                report = run_crawl([server.base + "/"], {**order, **common})
+                secs = time.perf_counter() - start
+                fig = fetch_figures(server.take_log(), real)
+                reach = fig["real_reached"] / reference["real_reached"]
+                print(f"{name:<22}{fig['fetches']:>8}{fig['trap_fetches']:>7}{fig['duplicate_fetches']:>6}"
+                      f"{fig['waste']:>8.1%}{fig['real_reached']:>7}{reach:>8.1%}{secs:>7.1f}")
+                if name == "aopic":
+                    stats = report["stats"]
+                    traps = {k: v for k, v in stats.items() if k.startswith(("aopic/trap/", "aopic/refused/"))}
+                    kinds = {k: v for k, v in fig["by_kind"].items() if k.startswith("trap")}
+                    print(f"{'':<22}trap fetches by kind: {kinds}")
+                    print(f"{'':<22}refusals: {traps}")
+                    print(f"{'':<22}conservation error {stats.get('aopic/conservation_error')}, "
+                          f"private fetched {fig['private_fetches']}")
+    print("\nwaste = (trap + duplicate fetches) / fetches; real = distinct real pages served;"
+          " vs ref = real / real of the trap-free breadth-first crawl.")
+
+
+if __name__ == "__main__":
+    main()

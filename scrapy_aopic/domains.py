@@ -1,0 +1,50 @@
+"""Registered domains, offline (SPEC 4, 6, 9).
+
+The registered domain ("example.co.uk" for "a.b.example.co.uk") groups the
+hosts of one site: the trap guard limits how many subdomains one registered
+domain may bring into a crawl. It comes from ``tldextract`` with its bundled
+Public Suffix List snapshot: no suffix-list URL and no cache directory, so
+nothing is downloaded or written, at import or at run time. Private suffixes
+are included (``include_psl_private_domains=True``), so
+``alice.blogspot.com`` and ``bob.blogspot.com`` are two sites, not two
+subdomains of one.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import tldextract
+
+# suffix_list_urls=() never fetches; cache_dir=None never touches the disk;
+# the bundled snapshot is the fallback (and the only source).
+_EXTRACT = tldextract.TLDExtract(
+    suffix_list_urls=(),
+    cache_dir=None,
+    fallback_to_snapshot=True,
+    include_psl_private_domains=True,
+)
+
+
+@lru_cache(maxsize=1 << 16)
+def registered_domain(host: str) -> str:
+    """The registered domain of ``host`` (lower-case, no port), or ``host``
+    itself when it has none: IP addresses, ``localhost``, unknown suffixes."""
+    host = host.lower().rstrip(".")
+    if not host or host.startswith("[") or host.replace(".", "").isdigit():
+        return host  # IPv6 / IPv4 literal: the address is the site
+    parts = _EXTRACT(host)
+    if not parts.suffix or not parts.domain:
+        return host
+    return f"{parts.domain}.{parts.suffix}"
+
+
+def host_of(canonical_url: str) -> str:
+    """Host name (no port, no user info) of a canonical URL."""
+    rest = canonical_url.partition("://")[2]
+    for mark in "/?#":
+        rest = rest.split(mark, 1)[0]
+    hostport = rest.rpartition("@")[2]
+    if hostport.startswith("["):
+        return hostport[: hostport.find("]") + 1]
+    return hostport.split(":", 1)[0]

