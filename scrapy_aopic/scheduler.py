@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
+from scrapy import Request, signals
 from scrapy.core.scheduler import BaseScheduler
+from scrapy.exceptions import DontCloseSpider
 
+from . import settings as aopic_settings
 from .frontier import REGISTERED, Frontier
+from .requestcodec import TRANSIENT_META
 
 if TYPE_CHECKING:
-    from scrapy import Request, Spider
+    from scrapy import Spider
     from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
 
 
 class AopicScheduler(BaseScheduler):
@@ -23,15 +33,19 @@ class AopicScheduler(BaseScheduler):
     request merges into that URL's account (the frontier is the dupe filter;
     ``dont_filter=True`` requests are queued again). With ``JOBDIR`` the
     frontier is journaled and survives even ``SIGKILL``; with
-    ``AOPIC_BACKEND = "redis"`` it is shared by every process of the crawl.
+    ``AOPIC_BACKEND = "redis"`` it is shared by every process of the crawl
+    (see :class:`SharedCrawl` for what a worker does besides).
 
     Request ``priority`` is not used for ordering: cash is the priority.
     """
 
     def __init__(self, frontier: Frontier, crawler: Crawler | None = None):
         self.frontier = frontier
+        self.crawler = crawler
         self.stats = crawler.stats if crawler is not None else None
         self.spider: Spider | None = None
+        #: the Redis backend's cross-worker duties, while the spider is open
+        self.shared: SharedCrawl | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> AopicScheduler:
@@ -40,9 +54,14 @@ class AopicScheduler(BaseScheduler):
     def open(self, spider: Spider) -> None:
         self.spider = spider
         self.frontier.open(spider)
+        if self.frontier._shared and self.crawler is not None:
+            self.shared = SharedCrawl(self.crawler, self.frontier, spider)
+            self.shared.start()
         return None
 
     def close(self, reason: str) -> None:
+        if self.shared is not None:
+            self.shared.stop()
         self.frontier.close(reason)
         return None
 
@@ -61,10 +80,233 @@ class AopicScheduler(BaseScheduler):
 
     def next_request(self) -> Request | None:
         request = self.frontier.next_request()
-        if request is not None and self.stats is not None:
-            self.stats.inc_value("scheduler/dequeued/aopic")
-            self.stats.inc_value("scheduler/dequeued")
+        if request is not None:
+            if self.shared is not None:
+                self.shared.idle_since = None
+            if self.stats is not None:
+                self.stats.inc_value("scheduler/dequeued/aopic")
+                self.stats.inc_value("scheduler/dequeued")
         return request
 
     def __len__(self) -> int:
         return len(self.frontier)
+
+
+# -- the Redis backend: one crawl, many workers -----------------------------------------
+
+
+def _setting_or_none(settings: Any, name: str) -> Any:
+    """``name``'s value, where an explicit ``None`` (or ``-s NAME=None``,
+    which arrives as text) stays ``None`` (``Settings.get`` would give the
+    default instead)."""
+    value = settings[name] if name in settings else aopic_settings.SETTINGS[name].default
+    if isinstance(value, str) and value.strip().lower() in ("", "none"):
+        return None
+    return value
+
+
+def _idle_close_after(settings: Any) -> float | None:
+    """``AOPIC_IDLE_CLOSE_AFTER`` in seconds, ``None`` for never."""
+    value = _setting_or_none(settings, "AOPIC_IDLE_CLOSE_AFTER")
+    if value is None or (isinstance(value, str) and value.strip().lower() == "never"):
+        return None
+    seconds = float(value)
+    if not seconds >= 0:
+        raise ValueError(f"AOPIC_IDLE_CLOSE_AFTER must be >= 0 seconds or None, got {value!r}")
+    return seconds
+
+
+def parse_seed_entry(raw: bytes | str) -> tuple[str, dict]:
+    """``(url, meta)`` of one entry of the start-URLs key.
+
+    An entry is a URL (``http://...``) or a JSON object ``{"url": ...,
+    "meta": {...}}``. Raises :class:`ValueError` (with the reason) for
+    anything else: bytes that are not UTF-8, bad JSON, no http(s) URL, meta
+    that is not an object. Meta keys the frontier or Scrapy manage per fetch
+    (``aopic_*``, ``depth``, ``download_slot``...) are dropped.
+    """
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+    except UnicodeDecodeError:
+        raise ValueError("not UTF-8 text") from None
+    text = text.strip()
+    meta: dict = {}
+    if text.startswith("{"):
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"bad JSON ({exc})") from None
+        url = data.get("url")
+        meta = data.get("meta") or {}
+        if not isinstance(meta, dict):
+            raise ValueError("'meta' is not a JSON object")
+        meta = {
+            key: value for key, value in meta.items()
+            if key not in TRANSIENT_META and not key.startswith("aopic_")
+        }
+    else:
+        url = text
+    if not isinstance(url, str):
+        raise ValueError("no 'url' string")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ValueError(f"bad URL ({exc})") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        raise ValueError("not an http(s) URL")
+    return url, meta
+
+
+class SharedCrawl:
+    """What a worker of a shared (Redis) crawl does besides scheduling.
+
+    * **Seeds through Redis**: entries of the start-URLs key
+      (``AOPIC_REDIS_START_URLS_KEY``, a list, set or sorted set any process
+      can push to) are taken in batches — when this worker is idle or
+      starved, and once a second while it is busy — and scheduled as seeds
+      (``AOPIC_SEED_CASH`` each, canonicalized and filtered like any start
+      request). Malformed entries are logged and skipped.
+    * **Idle means the whole crawl is idle**: on ``spider_idle`` the worker
+      closes only when nothing is pending, no worker holds a lease (its page
+      may yield new links) and the start-URLs key is empty — for
+      ``AOPIC_IDLE_CLOSE_AFTER`` seconds in a row (``None``: never).
+    * **No 5 s naps**: Scrapy asks the scheduler again only when one of
+      this worker's own requests finishes, or every 5 s. When the last
+      ``next_request`` found nothing (the best hosts were at their cap on
+      other workers, or the frontier was empty), the worker asks again every
+      :attr:`TICK` seconds, so that work freed or found elsewhere is picked
+      up at once.
+    """
+
+    #: seconds between polls while starved or idle
+    TICK = 0.2
+    #: seconds between start-URLs polls while busy
+    SEED_POLL = 1.0
+
+    def __init__(self, crawler: Crawler, frontier: Frontier, spider: Spider):
+        from .connection import format_key
+
+        self.crawler = crawler
+        self.frontier = frontier
+        self.spider = spider
+        settings = crawler.settings
+        self.store = frontier.store
+        template = _setting_or_none(settings, "AOPIC_REDIS_START_URLS_KEY")
+        self.seeds_key: str | None = format_key(template, spider) if template else None
+        # scrapy-redis' setting and default: as many as can be downloaded at once
+        self.seeds_batch = settings.getint(
+            "REDIS_START_URLS_BATCH_SIZE", settings.getint("CONCURRENT_REQUESTS", 16)
+        ) or 16
+        self.close_after = _idle_close_after(settings)
+        #: monotonic time the whole crawl was first seen idle (None: busy)
+        self.idle_since: float | None = None
+        self._next_seed_poll = 0.0
+        self._task = None
+
+    def start(self) -> None:
+        from scrapy.utils.asyncio import create_looping_call
+
+        self.crawler.signals.connect(self.spider_idle, signal=signals.spider_idle)
+        try:
+            has_engine = self.crawler.engine is not None
+        except RuntimeError:  # Crawler.engine not set: a scheduler used on its own
+            has_engine = False
+        if has_engine:
+            try:
+                self._task = create_looping_call(self.tick)
+            except RuntimeError:  # no reactor or event loop: not a real crawl
+                self._task = None
+            else:
+                self._task.start(self.TICK, now=False)
+        logger.info(
+            "aopic: shared crawl: seeds key %s, closing when the whole crawl is idle%s",
+            self.seeds_key or "(none)",
+            " (never)" if self.close_after is None else f" for {self.close_after:g} s",
+        )
+
+    def stop(self) -> None:
+        self.crawler.signals.disconnect(self.spider_idle, signal=signals.spider_idle)
+        if self._task is not None and self._task.running:
+            self._task.stop()
+        self._task = None
+
+    # -- polling ------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Every :attr:`TICK` s: take seeds when due, wake the engine when starved."""
+        try:
+            starved = self.frontier.starved
+            now = time.monotonic()
+            if self.seeds_key and (starved or now >= self._next_seed_poll):
+                self._next_seed_poll = now + self.SEED_POLL
+                if self.feed_seeds():
+                    starved = True  # new requests: ask for them now
+            if starved:
+                self._wake()
+        except Exception:  # a looping call that raises stops for good
+            logger.exception("aopic: shared crawl poll failed; retrying in %.1fs", self.TICK)
+
+    def _wake(self) -> None:
+        """Make the engine ask the scheduler again (Scrapy has no public
+        call for this; without it the engine's 5 s heartbeat does it)."""
+        slot = getattr(self.crawler.engine, "_slot", None)
+        nextcall = getattr(slot, "nextcall", None)
+        if nextcall is not None and getattr(slot, "closing", None) is None:
+            nextcall.schedule()
+
+    def feed_seeds(self) -> int:
+        """Take one batch from the start-URLs key and schedule it as seeds;
+        returns how many requests were scheduled."""
+        if not self.seeds_key:
+            return 0
+        entries = self.store.take_seeds(self.seeds_key, self.seeds_batch)
+        scheduled = 0
+        stats = self.crawler.stats
+        for raw in entries:
+            try:
+                url, meta = parse_seed_entry(raw)
+            except ValueError as exc:
+                logger.warning("aopic: entry of %s skipped: %s (%r)", self.seeds_key, exc, raw[:80])
+                stats.inc_value("aopic/redis_seeds_malformed")
+                continue
+            meta["is_start_request"] = True
+            try:
+                request = Request(url, meta=meta)
+            except (TypeError, ValueError) as exc:
+                logger.warning("aopic: entry of %s skipped: %s (%r)", self.seeds_key, exc, raw[:80])
+                stats.inc_value("aopic/redis_seeds_malformed")
+                continue
+            self.crawler.engine.crawl(request)
+            stats.inc_value("aopic/redis_seeds")
+            scheduled += 1
+        return scheduled
+
+    # -- idle -----------------------------------------------------------------------
+
+    def spider_idle(self, spider: Spider) -> None:
+        """This worker has nothing to do: keep it open while the crawl has
+        work anywhere (or may get some: ``AOPIC_IDLE_CLOSE_AFTER``)."""
+        if self.feed_seeds():
+            self.idle_since = None
+            raise DontCloseSpider
+        pending, leases, seeds = self.store.activity(self.seeds_key)
+        if pending or leases or seeds:
+            # Other workers' pages may still yield links, an expired lease
+            # will come back, seeds are waiting: poll until then.
+            self.idle_since = None
+            self.frontier.starved = True
+            raise DontCloseSpider
+        if self.close_after is None:
+            self.frontier.starved = True  # keep polling for seeds
+            raise DontCloseSpider
+        now = time.monotonic()
+        if self.idle_since is None:
+            self.idle_since = now
+        if now - self.idle_since < self.close_after:
+            self.frontier.starved = True  # keep looking
+            raise DontCloseSpider
+        logger.info(
+            "aopic: the shared crawl is idle (nothing pending, no open lease, no seeds waiting)%s; "
+            "closing this worker",
+            f" for {now - self.idle_since:.1f} s" if self.close_after else "",
+        )

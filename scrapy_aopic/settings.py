@@ -276,6 +276,26 @@ define("AOPIC_REDIS_RETRY_TIMEOUT", 300.0, "redis", """
     while Redis is unreachable before the error stops the crawl. A Redis
     restart shorter than this is survived; with ``appendonly yes`` nothing
     is lost. ``0`` fails at once.""")
+define("AOPIC_REDIS_START_URLS_KEY", "%(name)s:start_urls", "redis", """
+    Redis key any process can push seeds to while the crawl runs
+    (scrapy-redis style template; ``%(name)s`` is the spider's name): a list
+    (``LPUSH`` / ``RPUSH``), a set (``SADD``) or a sorted set (``ZADD``,
+    highest score first). Each entry is a URL or a JSON object ``{"url":
+    ..., "meta": {...}}``. Workers take entries in batches of
+    ``REDIS_START_URLS_BATCH_SIZE`` (default ``CONCURRENT_REQUESTS``) when
+    they are idle and once a second while busy, and schedule them as start
+    requests: canonicalized, filtered and worth ``AOPIC_SEED_CASH`` each if
+    new. Malformed entries are logged and skipped. Works alongside the
+    spider's own ``start_urls`` / ``start()``. ``None`` or ``""``: no key.""")
+define("AOPIC_IDLE_CLOSE_AFTER", 0, "redis", """
+    When a worker of a shared (Redis) crawl closes. A worker with nothing to
+    do stays open while the *whole* crawl has work: URLs pending, a lease
+    open on any worker (its page may yield new links; a dead worker's lease
+    comes back when it expires), or seeds waiting in the start-URLs key.
+    Once the whole crawl is idle, the worker closes after it has stayed idle
+    this many seconds: ``0`` (default) closes at once, a number waits that
+    long for new seeds (the start-URLs key, a worker starting with new
+    ``start_urls``), ``None`` never closes (a worker waiting to be fed).""")
 
 # --- re-crawl ----------------------------------------------------------------
 # (settings of continuous crawls are declared below this line)
@@ -320,8 +340,10 @@ define("AOPIC_RECRAWL_RULE", "delay", "recrawl", """
 define("AOPIC_RECRAWL_FETCH_COST", 30.0, "recrawl", """
     For ``AOPIC_RECRAWL_RULE = "delay"``: what one fetch is worth in
     link-seconds of discovery delay. Larger: fewer fetches, longer delays.
-    30 revisits a hub publishing 60 links a day about every 5 minutes at
-    its busiest hours and every 40 minutes at night.""")
+    With 30, a news hub publishing 60 links a day (mostly in office hours,
+    a quarter as much at weekends) is revisited about every 3 minutes at its
+    busiest, every 6 minutes in the evening or a weekend noon, and every 20
+    minutes at night.""")
 define("AOPIC_RECRAWL_TARGET_YIELD", 1.0, "recrawl", """
     For ``AOPIC_RECRAWL_RULE = "yield"``: expected new links (or, for pages
     without link counts, changes) a revisit should find.""")
@@ -362,8 +384,9 @@ define("AOPIC_RECRAWL_DUE_FIRST", True, "recrawl", """
     ``False``: due pages only re-enter the frontier and wait for their cash
     to make them the richest.""")
 define("AOPIC_RECRAWL_STATE_INTERVAL", 300.0, "recrawl", """
-    With ``JOBDIR``: seconds between two saves of the planner's state
-    (``JOBDIR/aopic-recrawl.json``; also saved when the spider closes). Pages
+    Seconds between two saves of the planner's state with ``JOBDIR``
+    (``JOBDIR/aopic-recrawl.json``; also saved when the spider closes) and
+    between two refreshes of the ``aopic/recrawl/top_hubs`` stat. Pages
     crawled but missing from a lost state are planned again on resume.""")
 
 # --- users' side: report, command, graph export ----------------------------

@@ -466,13 +466,27 @@ def _is_boilerplate(element) -> bool:
     role = element.get("role")
     if role and role.strip().lower() in _BOILERPLATE_ROLES:
         return True
-    for attribute in ("id", "class"):
-        value = element.get(attribute)
-        if value:
-            for token in _CLASS_TOKEN.split(value.lower()):
-                if token in _BOILERPLATE_WORDS:
-                    return True
-    return False
+    value = element.get("id")
+    # ids are mostly unique per page (not worth memoizing), classes repeat.
+    if value and any(token in _BOILERPLATE_WORDS for token in _CLASS_TOKEN.split(value.lower())):
+        return True
+    value = element.get("class")
+    return bool(value) and _marks_boilerplate(value)
+
+
+_boilerplate_marks: dict[str, bool] = {}
+
+
+def _marks_boilerplate(value: str) -> bool:
+    """Whether a class or id value holds a boilerplate word (memoized: a
+    site's templates repeat a few hundred values on every page)."""
+    marked = _boilerplate_marks.get(value)
+    if marked is None:
+        marked = any(token in _BOILERPLATE_WORDS for token in _CLASS_TOKEN.split(value.lower()))
+        if len(_boilerplate_marks) >= 1 << 12:
+            _boilerplate_marks.clear()
+        _boilerplate_marks[value] = marked
+    return marked
 
 
 def _remove(element) -> None:
@@ -490,13 +504,14 @@ def _remove(element) -> None:
     parent.remove(element)
 
 
-def visible_text(html: str | bytes, *, boilerplate: bool = True) -> str:
+def visible_text(html: str | bytes, *, boilerplate: bool = True, max_chars: int | None = None) -> str:
     """The text a reader sees in ``html`` (``str``, or UTF-8 ``bytes``).
 
     Scripts, styles, comments and markup are removed, and with
     ``boilerplate`` (default) also navigation, headers, footers, side bars,
     ads and link-only blocks. Malformed HTML is repaired by lxml's parser;
     nothing here raises on bad input (an unparsable document has no text).
+    ``max_chars``: see :func:`tree_text`.
     """
     if isinstance(html, str):
         html = _XML_DECLARATION.sub("", html, count=1)
@@ -511,15 +526,94 @@ def visible_text(html: str | bytes, *, boilerplate: bool = True) -> str:
         return ""
     if root is None:
         return ""
-    etree.strip_elements(root, *_INVISIBLE, with_tail=False)
-    if boilerplate:
-        etree.strip_elements(root, *_BOILERPLATE_TAGS, with_tail=False)
-        for element in _MARKED(root):
-            if _is_boilerplate(element):
-                _remove(element)
-        for element in _LINK_ONLY_BLOCKS(root):
-            _remove(element)
-    # Blocks are separate words: "<p>end</p><p>start" must not read "endstart".
-    for element in root.iter(*_BLOCKS):
-        element.tail = "\n" + element.tail if element.tail else "\n"
-    return etree.tostring(root, method="text", encoding="unicode") or ""
+    return tree_text(root, boilerplate=boilerplate, max_chars=max_chars)
+
+
+_INVISIBLE_TAGS = frozenset(_INVISIBLE)
+_BOILERPLATE_TAG_SET = frozenset(_BOILERPLATE_TAGS)
+_BLOCK_TAGS = frozenset(_BLOCKS)
+_LINK_ONLY_TAGS = frozenset({"ul", "ol", "dl", "table", "div", "p", "section", "td"})
+# What _LINK_ONLY_BLOCKS' translate() deletes before normalize-space().
+_LINK_PUNCTUATION = str.maketrans("", "", "|·•-–—/»«›‹,:;()[]")
+_XPATH_SPACE = " \t\r\n"
+
+
+def _free_text(text: str) -> bool:
+    """Whether ``text`` (outside any link) keeps a block from being link-only."""
+    return bool(text.translate(_LINK_PUNCTUATION).strip(_XPATH_SPACE))
+
+
+def tree_text(root, *, boilerplate: bool = True, max_chars: int | None = None) -> str:
+    """:func:`visible_text` of an already parsed lxml tree ``root``.
+
+    The tree is only read, never changed, so it can be the one Scrapy's
+    selector parsed (``response.selector.root``) and the spider then uses:
+    removed parts (invisible elements, boilerplate, link-only blocks) are
+    skipped while walking. Comments and processing instructions are skipped
+    (their tails are text). ``max_chars``: stop reading after about this
+    many characters of text (a fingerprint needs no more than the start of
+    a huge page; ``None``: all).
+    """
+    if not isinstance(root.tag, str) or _skipped(root, boilerplate):
+        return ""
+    budget = max_chars if max_chars is not None else -1
+    # One frame per open element: [children iterator, pieces, has <a> below,
+    # free text below, inside an <a>, element]. Iterative: documents may be
+    # nested deeper than Python's recursion limit (parsel parses huge trees).
+    in_a = root.tag == "a"
+    text = root.text
+    pieces: list[str] = [text] if text else []
+    stack = [[iter(root), pieces, False, bool(text) and not in_a and _free_text(text), in_a, root]]
+    seen = len(text) if text else 0
+    while stack:
+        frame = stack[-1]
+        child = next(frame[0], None) if budget < 0 or seen < budget else None
+        if child is None:
+            stack.pop()
+            element = frame[5]
+            if not stack:
+                pieces = frame[1]
+                if element.tag in _BLOCK_TAGS:
+                    pieces.append("\n")
+                break
+            parent = stack[-1]
+            tag = element.tag
+            has_a, free = frame[2], frame[3]
+            if has_a or tag == "a":
+                parent[2] = True
+            if free:
+                parent[3] = True
+            if not (boilerplate and has_a and not free and tag in _LINK_ONLY_TAGS):
+                parent[1].extend(frame[1])
+                if tag in _BLOCK_TAGS:
+                    parent[1].append("\n")
+            tail = element.tail
+            if tail:
+                parent[1].append(tail)
+                seen += len(tail)
+                if not parent[3] and not parent[4] and _free_text(tail):
+                    parent[3] = True
+            continue
+        if not isinstance(child.tag, str) or _skipped(child, boilerplate):
+            tail = child.tail
+            if tail:
+                frame[1].append(tail)
+                seen += len(tail)
+                if not frame[3] and not frame[4] and _free_text(tail):
+                    frame[3] = True
+            continue
+        in_a = frame[4] or child.tag == "a"
+        text = child.text
+        if text:
+            seen += len(text)
+            stack.append([iter(child), [text], False, not in_a and _free_text(text), in_a, child])
+        else:
+            stack.append([iter(child), [], False, False, in_a, child])
+    return "".join(pieces)
+
+
+def _skipped(element, boilerplate: bool) -> bool:
+    tag = element.tag
+    if tag in _INVISIBLE_TAGS:
+        return True
+    return boilerplate and (tag in _BOILERPLATE_TAG_SET or _is_boilerplate(element))

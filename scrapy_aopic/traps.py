@@ -111,13 +111,22 @@ def url_rule(url: str, canonical: str, depth: int, limits: TrapLimits) -> str | 
     key (dot segments resolved, session and tracking parameters removed),
     ``depth`` its hops from a seed.
     """
-    scheme = canonical[:5].lower()
-    if not (scheme == "http:" or canonical[:6].lower() == "https:"):
+    if not _http_scheme(canonical):
         return "scheme"
     if limits.max_hops and depth > limits.max_hops:
         return "depth"
     if limits.max_url_length and len(url) > limits.max_url_length:
         return "url_length"
+    return _shape_rule(canonical, limits)
+
+
+def _http_scheme(canonical: str) -> bool:
+    scheme = canonical[:5].lower()
+    return scheme == "http:" or canonical[:6].lower() == "https:"
+
+
+def _shape_rule(canonical: str, limits: TrapLimits) -> str | None:
+    """The rules that depend on the canonical URL alone (path and query)."""
     _, path, query = _split(canonical)
     if limits.max_path_segments or limits.max_segment_repeats:
         segments = [s for s in path.split("/") if s]
@@ -141,6 +150,7 @@ _DATE = re.compile(
     r"(?<![0-9])(?:(?:19|20|21)\d\d)(?:([/_.-])(?:0?[1-9]|1[0-2])(?:\1(?:0?[1-9]|[12]\d|3[01]))?"
     r"|(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01]))(?![0-9])"
 )
+_ANY_DIGIT = re.compile(r"\d")
 # Query parameters that are parts of a date when their value is a number.
 _DATE_PARAMS = frozenset({"year", "month", "day", "date", "week", "yr", "mon", "y", "m", "d", "yyyy", "mm", "dd"})
 
@@ -159,9 +169,10 @@ def calendar_key(canonical: str) -> tuple[str, str] | None:
         dates.append(match.group(0))
         return "{d}"
 
-    template_path = _DATE.sub(swap, path) if any(c.isdigit() for c in path) else path
+    # _DATE needs a \d digit: without one the path cannot hold a date.
+    template_path = _DATE.sub(swap, path) if _ANY_DIGIT.search(path) else path
     template_query = query
-    if query and any(c.isdigit() for c in query):
+    if query and any(map(str.isdigit, query)):
         pieces = []
         for piece in query.split("&"):
             name, eq, value = piece.partition("=")
@@ -202,27 +213,57 @@ class TrapGuard:
         self._hosts: dict[str, set[str]] = {}  # registered domain -> hosts admitted
         self._dates: dict[str, set[str]] = {}  # calendar template -> dates admitted
         self._fetches: Counter[str] = Counter()  # host -> fetches
+        # canonical URL -> (http(s)?, path/query rule, host name, calendar
+        # key): what the rules read from a canonical URL, computed once per
+        # URL (a site's navigation links repeat on every page).
+        self._facts: dict[str, tuple[bool, str | None, str, tuple[str, str] | None]] = {}
 
     def rule(self, url: str, canonical: str, depth: int, *, fetching: bool = False) -> str | None:
         """The rule that refuses ``url`` (key ``canonical``), or ``None``;
         a refusal is counted in :attr:`counts`. ``fetching``: the URL is
         about to be downloaded (the host budget is charged when it passes)."""
         limits = self.limits
-        rule = url_rule(url, canonical, depth, limits)
+        facts = self._facts.get(canonical)
+        if facts is None:
+            facts = self._facts_of(canonical)
+        http, shape_rule, hostname, calendar = facts
+        # The order of url_rule: scheme, depth, length, then path and query.
+        if not http:
+            rule = "scheme"
+        elif limits.max_hops and depth > limits.max_hops:
+            rule = "depth"
+        elif limits.max_url_length and len(url) > limits.max_url_length:
+            rule = "url_length"
+        else:
+            rule = shape_rule
         if rule is None:
-            host = _split(canonical)[0].rpartition("@")[2]
-            hostname = host[: host.find("]") + 1] if host.startswith("[") else host.split(":", 1)[0]
             if limits.host_pages and self._fetches[hostname] >= limits.host_pages:
                 rule = "host_pages"
             elif limits.max_subdomains and not self._admit_host(hostname):
                 rule = "subdomains"
-            elif limits.calendar_dates and not self._admit_date(canonical):
+            elif limits.calendar_dates and calendar is not None and not self._admit_calendar(*calendar):
                 rule = "calendar"
             elif fetching and limits.host_pages:
                 self._fetches[hostname] += 1
         if rule is not None:
             self.counts[rule] += 1
         return rule
+
+    #: Canonical URLs whose facts are memoized (about 400 bytes each); the
+    #: memo is emptied when full.
+    FACTS_CACHE_SIZE = 1 << 14
+
+    def _facts_of(self, canonical: str) -> tuple[bool, str | None, str, tuple[str, str] | None]:
+        http = _http_scheme(canonical)
+        shape_rule = _shape_rule(canonical, self.limits) if http else None
+        host = _split(canonical)[0].rpartition("@")[2]
+        hostname = host[: host.find("]") + 1] if host.startswith("[") else host.split(":", 1)[0]
+        calendar = calendar_key(canonical) if self.limits.calendar_dates else None
+        facts = (http, shape_rule, hostname, calendar)
+        if len(self._facts) >= self.FACTS_CACHE_SIZE:
+            self._facts.clear()
+        self._facts[canonical] = facts
+        return facts
 
     def _admit_host(self, hostname: str) -> bool:
         domain = self.domain_of(hostname)
@@ -239,9 +280,9 @@ class TrapGuard:
 
     def _admit_date(self, canonical: str) -> bool:
         key = calendar_key(canonical)
-        if key is None:
-            return True
-        template, date = key
+        return True if key is None else self._admit_calendar(*key)
+
+    def _admit_calendar(self, template: str, date: str) -> bool:
         dates = self._dates.get(template)
         if dates is None:
             self._dates[template] = {date}

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from scrapy_aopic.engine import AopicEngine
 from scrapy_aopic.journal import JournaledStore
-from scrapy_aopic.store import CRAWLED, PENDING, Link, MemoryStore
+from scrapy_aopic.store import CRAWLED, Link, MemoryStore
 from test_engine import SEED_004, crawl_once, stationary_with_lambda
 
 

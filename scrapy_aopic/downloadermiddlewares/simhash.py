@@ -16,7 +16,7 @@ from scrapy.http import HtmlResponse
 
 from .. import settings as aopic_settings
 from ..frontier import DUPLICATE_OF, KEY, Frontier
-from ..simhash import FINGERPRINT_MODES, Fingerprinter, Signature, body_checksum, visible_text
+from ..simhash import FINGERPRINT_MODES, Fingerprinter, Signature, body_checksum, tree_text, visible_text
 from ..simhash_index import NearDuplicateIndex
 from ..url_patterns import DuplicatePatterns
 
@@ -33,6 +33,9 @@ DEDUP = "aopic_dedup"
 #: File in ``JOBDIR`` holding the index between runs.
 STATE_FILE = Path("aopic", "simhash.npz")
 _ACTIONS = ("flag", "drop")
+#: Characters of visible text read per page: the start of a huge page is
+#: enough to fingerprint it, and bounds the work one response can cause.
+MAX_TEXT_CHARS = 200_000
 
 
 class UrlTable:
@@ -184,7 +187,7 @@ class SimhashDedupMiddleware:
                 return response  # the same page again, unchanged (a re-crawl)
             return self._duplicate(request, response, key, original, "exact")
         try:
-            text = visible_text(response.text, boilerplate=self.boilerplate)
+            text = self._visible_text(response)
         except Exception:  # a decoding or parser bug must not lose the page
             logger.debug("aopic: no visible text for %s", response.url, exc_info=True)
             self.stats.inc_value("aopic/duplicates/unparsable")
@@ -207,6 +210,18 @@ class SimhashDedupMiddleware:
         url_id = self._add_original(key, signature)
         self.checksums.setdefault(checksum, url_id)
         return response
+
+    def _visible_text(self, response: HtmlResponse) -> str:
+        """The page's visible text, read from the tree Scrapy's selector
+        parses (and caches on the response): the spider's ``response.css``
+        then reuses it, one parse per page instead of two."""
+        try:
+            root = response.selector.root
+        except Exception:  # text lxml cannot parse at all: the spider will fail too
+            root = None
+        if root is None or not hasattr(root, "iter"):
+            return visible_text(response.text, boilerplate=self.boilerplate, max_chars=MAX_TEXT_CHARS)
+        return tree_text(root, boilerplate=self.boilerplate, max_chars=MAX_TEXT_CHARS)
 
     def _key(self, key: str | None, url: str) -> str:
         if key:

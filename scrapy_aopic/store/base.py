@@ -273,6 +273,12 @@ class FrontierStore(ABC):
         crawled account with remembered links."""
         raise NotImplementedError(f"{type(self).__name__} has no link memory")
 
+    def remembered_links(self, url: str) -> list[Link] | None:
+        """The links the last visit of ``url`` paid (link memory), or
+        ``None`` when they are not remembered. A re-crawl answered "304 Not
+        Modified" pays them again."""
+        return None
+
     # -- other ---------------------------------------------------------------
 
     @abstractmethod

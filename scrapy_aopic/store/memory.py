@@ -655,6 +655,12 @@ class MemoryStore(FrontierStore):
 
     # -- link memory ------------------------------------------------------------
 
+    def remembered_links(self, url: str) -> list[Link] | None:
+        acc = self._accounts.get(url)
+        if acc is None or acc.links is None:
+            return None
+        return [Link(a.url, a.host, a.depth) for a in acc.links]
+
     def keep_links(self, enabled: bool) -> None:
         if not enabled and self._keep_links:
             for acc in self._accounts.values():

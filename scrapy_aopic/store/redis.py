@@ -58,6 +58,7 @@ import os
 import struct
 import threading
 import time
+import uuid
 from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -604,15 +605,45 @@ elseif OP == 'repend' then
   end
 
 elseif OP == 'pop' then
-  -- cap timeout reclaim-limit now visit-lambda min-share excluded-host...
+  -- cap timeout reclaim-limit now visit-lambda min-share token excluded-host...
   -- -> {lease or false, lambda payout, pending count, leases reclaimed}
+  -- token 'worker:seq' (or ''): a pop resent after its reply was lost (a
+  -- connection failure) gets the lease the first one opened, not another
+  local token = ARGV[A + 6]
+  local tkey, tseq
+  if token ~= '' then
+    local worker
+    worker, tseq = string.match(token, '^(.*):([^:]*)$')
+    if worker then
+      tkey = P .. ':pop:' .. worker
+      local prev = redis.call('GET', tkey)
+      if prev then
+        local seq, id, url = string.match(prev, '^([^\n]*)\n([^\n]*)\n(.*)$')
+        if seq == tseq then
+          local raw = redis.call('HGET', K_LEASE, url)
+          local a = load(url)
+          if raw and #raw == LEASE_SIZE and a and a.state == LEASED then
+            local lid, cash = struct.unpack('<dd', raw)
+            if fmt(lid) == id then
+              return lease_reply({a = a, id = lid, cash = cash}, 0, 0)
+            end
+          end
+        end
+      end
+    end
+  end
   local now = server_now(ARGV[A + 3])
   local reclaimed = reclaim(now, tonumber(ARGV[A + 2]))
   local paid = 0
   if ARGV[A + 4] == '1' then paid = lambda_if_due() end
   local excluded = {}
-  for i = A + 6, #ARGV do excluded[ARGV[i]] = true end
-  local lease = pop(tonumber(ARGV[A]), now + tonumber(ARGV[A + 1]), excluded, tonumber(ARGV[A + 5]))
+  for i = A + 7, #ARGV do excluded[ARGV[i]] = true end
+  local timeout = tonumber(ARGV[A + 1])
+  local lease = pop(tonumber(ARGV[A]), now + timeout, excluded, tonumber(ARGV[A + 5]))
+  if lease and tkey then
+    redis.call('SET', tkey, tseq .. '\n' .. fmt(lease.id) .. '\n' .. lease.a.url,
+      'PX', math.floor(timeout * 1000) + 1000)
+  end
   flush_hosts()
   save_totals()
   local reply = lease_reply(lease, paid, reclaimed)
@@ -807,6 +838,46 @@ def _pack_command(*args: Any) -> bytes:
 
 _RETRYABLE = (redis.ConnectionError, redis.TimeoutError)
 
+#: Script ops that change nothing (or only what ``pop`` reports itself).
+_READ_OPS = frozenset({"pop", "peek", "ping", "recount"})
+
+# Take up to ARGV[1] entries from a seeds key, atomically, whatever its type
+# (scrapy-redis feeds lists, sets or sorted sets): {type, entries...}
+_TAKE_SEEDS_LUA = r"""
+local key, n = KEYS[1], tonumber(ARGV[1])
+local kind = redis.call('TYPE', key).ok
+local out
+if kind == 'list' then
+  out = redis.call('LRANGE', key, 0, n - 1)
+  redis.call('LTRIM', key, n, -1)
+elseif kind == 'set' then
+  out = redis.call('SPOP', key, n)
+elseif kind == 'zset' then
+  -- highest score first, as scrapy-redis reads a zset of start URLs
+  out = redis.call('ZREVRANGE', key, 0, n - 1)
+  if #out > 0 then redis.call('ZREMRANGEBYRANK', key, -#out, -1) end
+else
+  out = {}
+end
+table.insert(out, 1, kind)
+return out
+"""
+
+# How much work the shared crawl has, read atomically:
+# {pending, open leases, seeds waiting in KEYS[3] (list, set or zset)}
+_ACTIVITY_LUA = r"""
+local pending = tonumber(redis.call('HGET', KEYS[1], 'pending') or '0') or 0
+local leases = redis.call('HLEN', KEYS[2])
+local seeds = 0
+if KEYS[3] then
+  local kind = redis.call('TYPE', KEYS[3]).ok
+  if kind == 'list' then seeds = redis.call('LLEN', KEYS[3])
+  elseif kind == 'set' then seeds = redis.call('SCARD', KEYS[3])
+  elseif kind == 'zset' then seeds = redis.call('ZCARD', KEYS[3]) end
+end
+return {pending, leases, seeds}
+"""
+
 
 def _text(value: bytes | str | None) -> str | None:
     if value is None or isinstance(value, str):
@@ -950,6 +1021,16 @@ class RedisStore(FrontierStore):
         self.last_lambda_payout = 0.0
         #: pending URLs right after the last :meth:`pop`
         self.last_pending = 0
+        #: expired leases the last :meth:`pop` requeued
+        self.last_reclaimed = 0
+        # Whether ``last_pending`` still holds: no change by this process
+        # since it was read (other workers' changes are seen by the next pop).
+        self._pending_fresh = False
+        self._scripts: dict[str, Any] = {}
+        # pop tokens (see the script's 'pop'): this worker's id and a counter
+        self._worker_id = ""
+        self._token_pid = 0
+        self._pop_seq = 0
         p = key_prefix
         self.keys = {
             name: f"{p}:{name}"
@@ -1060,6 +1141,8 @@ class RedisStore(FrontierStore):
         """Run script ``op``; log hostile records it skipped (listed after
         the result); return the result (``head=0``) or the first ``head``
         elements of the reply."""
+        if op not in _READ_OPS:
+            self._pending_fresh = False
         command = _pack_command(b"EVALSHA", _SHA_BYTES, b"1", self._tot_key, self._prefix_arg, op, self._all_flag, *args)
         reply = self._retrying(op, lambda: self._eval_packed(command))
         size = head or 1
@@ -1249,6 +1332,60 @@ class RedisStore(FrontierStore):
         cash, lambda_cash, in_flight, injected, _ = self._run("recount", head=5)
         return float(cash), float(lambda_cash), float(in_flight), float(injected)
 
+    def pending_count(self) -> int:
+        """Pending URLs of the shared frontier: :attr:`last_pending` when
+        this process changed nothing since the last :meth:`pop` (no round
+        trip), else read from Redis (one ``HGET``). Other workers' changes
+        since then are not seen: :meth:`activity` is the exact figure."""
+        if self._pending_fresh:
+            return self.last_pending
+        raw = self._retrying("pending", lambda: self.server.hget(self.keys["tot"], "pending"))
+        try:
+            self.last_pending = int(float(raw or 0))
+        except ValueError:
+            self.last_pending = 0
+        self._pending_fresh = True
+        return self.last_pending
+
+    def activity(self, seeds_key: str | None = None) -> tuple[int, int, int]:
+        """``(pending URLs, open leases, entries waiting in seeds_key)``,
+        read in one script: a consistent snapshot of how much work the whole
+        crawl has, whichever worker holds it. ``(0, 0, 0)`` is final unless
+        someone adds seeds: a lease is closed in the same script that queues
+        the links its page yielded."""
+        keys = [self.keys["tot"], self.keys["lease"]]
+        if seeds_key:
+            keys.append(seeds_key)
+        pending, leases, seeds = self._retrying(
+            "activity", lambda: self._script(_ACTIVITY_LUA)(keys=keys)
+        )
+        self.last_pending = int(pending)
+        self._pending_fresh = True
+        return int(pending), int(leases), int(seeds)
+
+    def take_seeds(self, seeds_key: str, count: int) -> list[bytes]:
+        """Remove and return up to ``count`` entries of ``seeds_key`` (a
+        list: from the head; a set: any; a sorted set: highest score first),
+        atomically: two workers never get the same entry. Entries are raw
+        bytes, to be checked by the caller."""
+        if count <= 0:
+            return []
+        reply = self._retrying(
+            "seeds", lambda: self._script(_TAKE_SEEDS_LUA)(keys=[seeds_key], args=[int(count)])
+        )
+        kind, entries = _text(reply[0]), reply[1:]
+        if kind not in ("list", "set", "zset", "none"):
+            logger.warning("aopic: seeds key %s is a Redis %s, not a list, set or sorted set; ignored",
+                           seeds_key, kind)
+        return entries
+
+    def _script(self, source: str):
+        """A helper script (EVALSHA, loaded again after a Redis restart)."""
+        script = self._scripts.get(source)
+        if script is None:
+            script = self._scripts[source] = self.server.register_script(source)
+        return script
+
     def request_of(self, url: str) -> Any:
         """The stored request data of ``url`` (decoded safely), if any."""
         raw = self._retrying("request", lambda: self.server.hget(self.keys["req"], url))
@@ -1265,6 +1402,7 @@ class RedisStore(FrontierStore):
         no cash."""
         new = 0
         batch: list[tuple[Link, float]] = []
+        self._pending_fresh = False
 
         def flush(items):
             def send():
@@ -1324,6 +1462,7 @@ class RedisStore(FrontierStore):
         """
         excluded = list(dict.fromkeys(busy))
         self.last_lambda_payout = 0.0
+        self.last_reclaimed = 0
         now_arg = "" if now is None else _fmt(now)
         pay_lambda = "1" if visit_lambda else "0"
         while True:
@@ -1335,12 +1474,15 @@ class RedisStore(FrontierStore):
                 now_arg,
                 pay_lambda,
                 _fmt(min_share),
+                self._pop_token(),
                 *excluded,
                 head=4,
             )
             lease, paid, pending, reclaimed = self._lease(reply)
             self.last_lambda_payout += paid
             self.last_pending = pending
+            self.last_reclaimed += reclaimed
+            self._pending_fresh = True
             if reclaimed:
                 logger.info("aopic: %d expired leases requeued (their workers died or hung)", reclaimed)
             if lease is None:
@@ -1353,6 +1495,16 @@ class RedisStore(FrontierStore):
             self._run("unlease", lease.url, lease.lease_id)
             excluded.append(lease.host)
             pay_lambda = "0"
+
+    def _pop_token(self) -> str:
+        """``worker:seq``, new for every pop call (the retries of one call
+        resend the same bytes, hence the same token)."""
+        pid = os.getpid()
+        if self._token_pid != pid:  # a forked copy is another worker
+            self._token_pid = pid
+            self._worker_id = uuid.uuid4().hex
+        self._pop_seq += 1
+        return f"{self._worker_id}:{self._pop_seq}"
 
     def take(self, url: str) -> Lease | None:
         return self._lease(self._run("take", url, _fmt(self.lease_timeout), "", head=4))[0]

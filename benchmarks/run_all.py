@@ -1,0 +1,58 @@
+"""Run every benchmark, one after the other, and print their figures.
+
+    python benchmarks/run_all.py            # the full set (about an hour on 2 cores)
+    python benchmarks/run_all.py --quick    # smaller sizes (about 15 minutes)
+    python benchmarks/run_all.py scheduler traps   # only these
+
+Each benchmark is a script of its own in this folder (see its docstring for
+what it measures and its options); this runner only calls them. Optional
+data: the ordering and end-to-end benchmarks use Debian's documentation
+packages when installed (``apt-get install rust-doc python3-doc
+postgresql-doc-15``) and skip what is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+#: name -> (script, full arguments, quick arguments)
+BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
+    "scheduler": ("bench_scheduler.py", [], ["--sizes", "100000"]),
+    "e2e": ("bench_e2e.py", ["--pages", "3000", "--rounds", "2"], ["--pages", "1000", "--rounds", "1"]),
+    "traps": ("bench_traps.py", [], ["--budget", "800", "--articles", "1000"]),
+    "simhash": ("bench_simhash.py", [], ["--quick"]),
+    "ordering": ("bench_ordering.py", [], ["--quick"]),
+    "redis": ("bench_redis.py", [], ["--runs", "1"]),
+    "recrawl": ("bench_recrawl.py", [], ["--no-sweep", "--no-sensitivity"]),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help=f"benchmarks to run, of: {', '.join(BENCHMARKS)} (default: all)")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes")
+    args = parser.parse_args()
+    unknown = set(args.names) - set(BENCHMARKS)
+    if unknown:
+        parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+    failed = []
+    for name in args.names or BENCHMARKS:
+        script, full, quick = BENCHMARKS[name]
+        command = [sys.executable, str(HERE / script), *(quick if args.quick else full)]
+        print(f"\n=== {name}: {' '.join(command[1:])}", flush=True)
+        start = time.monotonic()
+        if subprocess.run(command).returncode != 0:
+            failed.append(name)
+        print(f"=== {name}: {time.monotonic() - start:.0f} s", flush=True)
+    if failed:
+        sys.exit(f"failed: {', '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,577 @@
+"""Scrapy glue of the revisit planner (``AOPIC_RECRAWL = True``).
+
+The planning code (:mod:`~scrapy_aopic.recrawl.planner`) knows nothing of
+Scrapy; this module connects it to a crawl:
+
+* :class:`RecrawlHook`, one per crawler (like the frontier), owns the
+  :class:`~scrapy_aopic.recrawl.planner.RecrawlPlanner` and
+
+  - learns from every visit through the ``page_visited`` signal of
+    :mod:`scrapy_aopic.signals` (new links, changed or not, 304s);
+  - puts due pages back into the frontier (``store.repend``) and hands out
+    the most overdue one whose host is ready ahead of the cash order
+    (:meth:`RecrawlHook.next_lease`, called by the frontier);
+  - keeps the spider open while revisits are planned (``spider_idle``);
+  - saves and restores its state in ``JOBDIR``;
+  - publishes ``aopic/recrawl/...`` stats.
+
+* :class:`RecrawlMiddleware`, a downloader middleware, makes revisits
+  conditional (``If-None-Match`` / ``If-Modified-Since``), turns a ``304``
+  into a visit that found nothing new, tells changed pages from unchanged
+  ones (checksum, then SimHash distance), and reports failed revisits.
+
+What the frontier calls is listed in :meth:`RecrawlHook.from_crawler`'s
+docstring and in ``docs/recrawl.rst``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
+
+from .. import settings as aopic_settings
+from .. import signals as aopic_signals
+from ..store.base import ALIAS, CRAWLED, REFUSED, FrontierStore, Lease, Link
+from .change import (
+    PageVersion,
+    Validators,
+    conditional_headers,
+    content_checksum,
+    detect_change,
+    is_not_modified,
+    text_fingerprint,
+    validators_from_headers,
+    visible_text,
+)
+from .planner import OverdueQueue, RecrawlPlanner
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "aopic-recrawl.json"
+#: request meta key: the change test's verdict for this response
+CHANGED = "aopic_recrawl_changed"
+#: request meta key the frontier uses for the canonical URL of a request
+KEY = "aopic_key"
+#: response meta key where another component may leave a SimHash of the page
+SIMHASH = "aopic_simhash"
+
+_hooks: weakref.WeakKeyDictionary[Crawler, RecrawlHook] = weakref.WeakKeyDictionary()
+
+
+def _call_later(delay: float, func: Callable[[], None]):
+    """Run ``func`` after ``delay`` seconds on Scrapy's event loop."""
+    try:
+        from scrapy.utils.asyncio import call_later  # Scrapy >= 2.14
+    except ImportError:  # pragma: no cover - older Scrapy
+        from twisted.internet import reactor
+
+        return reactor.callLater(delay, func)
+    return call_later(delay, func)
+
+
+def recrawl_enabled(settings) -> bool:
+    """Whether ``AOPIC_RECRAWL`` is on."""
+    return aopic_settings.get_bool(settings, "AOPIC_RECRAWL")
+
+
+def effective_history_window(settings) -> float | None:
+    """``AOPIC_HISTORY_WINDOW``; when it is unset and re-crawl is on,
+    ``AOPIC_RECRAWL_HISTORY_WINDOW`` (what the frontier should give the
+    engine)."""
+    window = aopic_settings.get_optional_float(settings, "AOPIC_HISTORY_WINDOW")
+    if window is None and recrawl_enabled(settings):
+        window = aopic_settings.get_optional_float(settings, "AOPIC_RECRAWL_HISTORY_WINDOW")
+    return window
+
+
+def planner_from_settings(settings) -> RecrawlPlanner:
+    """A :class:`RecrawlPlanner` configured by the ``AOPIC_RECRAWL_*`` settings.
+
+    Raises :class:`ImportError` (with the install hint) for the forest model
+    without scikit-learn, :class:`ValueError` for inconsistent values.
+    """
+    get = aopic_settings.get
+    model = get(settings, "AOPIC_RECRAWL_MODEL")
+    if model == "forest":
+        from .forest import INSTALL_HINT, forest_available
+
+        if not forest_available():
+            raise ImportError(INSTALL_HINT)
+    return RecrawlPlanner(
+        min_interval=aopic_settings.get_float(settings, "AOPIC_RECRAWL_MIN_INTERVAL"),
+        max_interval=aopic_settings.get_float(settings, "AOPIC_RECRAWL_MAX_INTERVAL"),
+        initial_interval=aopic_settings.get_optional_float(
+            settings, "AOPIC_RECRAWL_INITIAL_INTERVAL"
+        ),
+        rule=get(settings, "AOPIC_RECRAWL_RULE"),
+        fetch_cost=aopic_settings.get_float(settings, "AOPIC_RECRAWL_FETCH_COST"),
+        target_yield=aopic_settings.get_float(settings, "AOPIC_RECRAWL_TARGET_YIELD"),
+        model=model,
+        forget=aopic_settings.get_optional_float(settings, "AOPIC_RECRAWL_PROFILE_WINDOW"),
+        key_min_events=aopic_settings.get_float(settings, "AOPIC_RECRAWL_KEY_MIN_EVENTS"),
+        change_weight=aopic_settings.get_float(settings, "AOPIC_RECRAWL_CHANGE_WEIGHT"),
+        forest_retrain=aopic_settings.get_float(settings, "AOPIC_RECRAWL_FOREST_RETRAIN"),
+    )
+
+
+class RecrawlHook:
+    """The planner of one crawler and everything that feeds it.
+
+    Get it with :meth:`from_crawler` (one per crawler, ``None`` when
+    ``AOPIC_RECRAWL`` is off). It connects its own signal handlers; the
+    frontier makes three calls (see :meth:`from_crawler`).
+    """
+
+    def __init__(
+        self,
+        crawler: Crawler | None,
+        planner: RecrawlPlanner,
+        *,
+        due_first: bool = True,
+        conditional: bool = True,
+        change_distance: int = 3,
+        state_path: str | os.PathLike | None = None,
+        state_interval: float = 300.0,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.crawler = crawler
+        self.stats = crawler.stats if crawler is not None else None
+        self.planner = planner
+        self.due_first = due_first
+        self.conditional = conditional
+        self.change_distance = change_distance
+        self.state_path = Path(state_path) if state_path else None
+        self.state_interval = state_interval
+        self.clock = clock
+        self.overdue = OverdueQueue()
+        #: url -> what the last version of the page looked like
+        self.versions: dict[str, PageVersion] = {}
+        self.store: FrontierStore | None = None
+        self._saved_at = clock()
+        self._timer = None
+        if crawler is not None:
+            connect = crawler.signals.connect
+            connect(self._page_visited, signal=aopic_signals.page_visited)
+            connect(self._spider_idle, signal=signals.spider_idle)
+            connect(self._spider_closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RecrawlHook | None:
+        """The hook of ``crawler`` (created on first use), or ``None`` when
+        ``AOPIC_RECRAWL`` is off.
+
+        The frontier owning the engine makes three calls::
+
+            # Frontier.__init__
+            self.recrawl = RecrawlHook.from_crawler(crawler)
+            # Frontier.open, once the store exists
+            if self.recrawl: self.recrawl.open(self.store)
+            # Frontier.next_request, instead of a bare store.pop(ready)
+            lease = self.recrawl.next_lease(self.store, ready) if self.recrawl else None
+            if lease is None: lease = self.store.pop(ready)
+
+        and sends ``new_links=`` (links unknown to the frontier before the
+        visit) with the ``page_visited`` signal.
+        """
+        if not recrawl_enabled(crawler.settings):
+            return None
+        hook = _hooks.get(crawler)
+        if hook is None:
+            settings = crawler.settings
+            jobdir = settings.get("JOBDIR")
+            hook = cls(
+                crawler,
+                planner_from_settings(settings),
+                due_first=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_DUE_FIRST"),
+                conditional=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_CONDITIONAL"),
+                change_distance=aopic_settings.get_int(settings, "AOPIC_RECRAWL_CHANGE_DISTANCE"),
+                state_path=Path(jobdir, STATE_FILE) if jobdir else None,
+                state_interval=aopic_settings.get_float(settings, "AOPIC_RECRAWL_STATE_INTERVAL"),
+            )
+            _hooks[crawler] = hook
+        return hook
+
+    # -- stats ----------------------------------------------------------------------
+
+    def _inc(self, name: str, count: float = 1) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(name, count)
+
+    def _set(self, name: str, value: Any) -> None:
+        if self.stats is not None:
+            self.stats.set_value(name, value)
+
+    def update_stats(self, *, top_hubs: bool = True) -> None:
+        """Set the gauges: pages planned, new links per revisit and (a scan
+        of all pages, so not too often) the top hubs."""
+        p = self.planner
+        self._set("aopic/recrawl/pages_planned", len(p))
+        self._set("aopic/recrawl/profiles", len(p.profiles))
+        self._set(
+            "aopic/recrawl/new_links_per_revisit",
+            p.new_links_on_revisits / p.revisits if p.revisits else 0.0,
+        )
+        self._set("aopic/recrawl/bursts", p.bursts)
+        if not top_hubs:
+            return
+        self._set(
+            "aopic/recrawl/top_hubs",
+            [
+                f"{e.url} {e.links_per_hour:.3g} links/h, every {e.interval or 0:.0f} s"
+                for e in p.top_hubs(10)
+            ],
+        )
+
+    # -- what the frontier calls --------------------------------------------------------
+
+    def open(self, store: FrontierStore) -> None:
+        """Start working on ``store``: load the saved state (``JOBDIR``) and
+        plan every crawled page the planner does not know (state lost in a
+        crash, or a crawl that ran without re-crawl before)."""
+        self.store = store
+        if self.state_path is not None and self.state_path.exists():
+            try:
+                self.load_state(self.state_path)
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                logger.warning("aopic: recrawl state %s unreadable (%s); starting afresh",
+                               self.state_path, exc)  # fmt: skip
+        now = self.clock()
+        adopted = 0
+        for view in store.iter_accounts():
+            if view.state == CRAWLED and view.url not in self.planner.pages:
+                self.planner.adopt(view.url, view.host, view.last_visit, now)
+                adopted += 1
+        if adopted:
+            self._inc("aopic/recrawl/adopted", adopted)
+
+    def release_due(self, store: FrontierStore, now: float | None = None) -> int:
+        """Put the pages due at ``now`` back into the frontier; returns how
+        many were queued."""
+        now = self.clock() if now is None else now
+        queued = 0
+        for url in self.planner.due(now):
+            host = self.planner.host_of(url) or ""
+            if store.repend(Link(url, host, 0)):
+                queued += 1
+                self.overdue.push(url, host, self.planner.deadline_of(url) or now)
+                continue
+            view = store.get(url)
+            if view is None or view.state in (ALIAS, REFUSED):
+                # Gone for good (an alias after a redirect, refused since).
+                self.planner.forget_page(url)
+                self.overdue.discard(url)
+        if queued:
+            self._inc("aopic/recrawl/released", queued)
+        if now - self._saved_at >= self.state_interval:
+            self.update_stats()
+            if self.state_path is not None:
+                self.save_state(self.state_path)
+            self._saved_at = now
+        return queued
+
+    def next_lease(self, store: FrontierStore, ready: Callable[[str], bool]) -> Lease | None:
+        """Release due pages, then lease the most overdue one whose host is
+        ``ready`` (with ``AOPIC_RECRAWL_DUE_FIRST``). ``None``: take the
+        richest pending URL as usual."""
+        now = self.clock()
+        self.release_due(store, now)
+        if not self.due_first:
+            return None
+        for _ in range(16):
+            url = self.overdue.pop(now, ready)
+            if url is None:
+                return None
+            lease = store.take(url)
+            if lease is not None:
+                self._inc("aopic/recrawl/due_first")
+                return lease
+        return None
+
+    # -- what visits report ---------------------------------------------------------------
+
+    def record_visit(
+        self,
+        url: str,
+        host: str,
+        *,
+        changed: bool | None = None,
+        new_links: int | None = None,
+        not_modified: bool = False,
+        depth: int = 0,
+        now: float | None = None,
+    ) -> float:
+        """Tell the planner about a visit; returns when the page is due again."""
+        now = self.clock() if now is None else now
+        self.overdue.discard(url)
+        revisit = url in self.planner.pages and self.planner.pages[url].last_visit is not None
+        due = self.planner.on_visit(
+            url, host, now, changed=changed, new_links=new_links,
+            not_modified=not_modified, depth=depth,
+        )  # fmt: skip
+        if revisit:
+            self._inc("aopic/recrawl/revisits")
+            if not_modified:
+                self._inc("aopic/recrawl/not_modified")
+            if changed is True or (changed is None and new_links):
+                self._inc("aopic/recrawl/changed")
+            elif changed is False or not_modified or new_links == 0:
+                self._inc("aopic/recrawl/unchanged")
+            if new_links:
+                self._inc("aopic/recrawl/new_links", new_links)
+            if self.stats is not None and self.planner.revisits % 100 == 0:
+                self.update_stats(top_hubs=False)
+        return due
+
+    def record_failure(self, url: str, host: str, now: float | None = None) -> None:
+        """A revisit failed: try again later (backing off)."""
+        if url not in self.planner.pages:
+            return  # not a revisit: the page was never visited
+        self.overdue.discard(url)
+        self.planner.on_failure(url, host, self.clock() if now is None else now)
+        self._inc("aopic/recrawl/failures")
+
+    def _page_visited(self, url, links, lease, response, spider=None, new_links=None, **kwargs):
+        meta = getattr(response, "meta", None) or {}
+        status = getattr(response, "status", 200)
+        self.record_visit(
+            url,
+            lease.host,
+            changed=meta.get(CHANGED),
+            new_links=new_links,
+            not_modified=is_not_modified(status),
+            depth=lease.depth,
+        )
+
+    # -- change detection ---------------------------------------------------------------------
+
+    def request_headers(self, url: str) -> dict[str, str]:
+        """Conditional headers for a revisit of ``url`` (empty if unknown)."""
+        if not self.conditional:
+            return {}
+        version = self.versions.get(url)
+        return conditional_headers(version.validators if version else None)
+
+    def observe_response(self, url: str, response: Response) -> bool | None:
+        """Compare a fetched version of ``url`` with the previous one and
+        remember it; returns changed / unchanged / ``None`` (first visit).
+
+        The SimHash is computed only when the checksum differs (or taken
+        from ``response.meta["aopic_simhash"]`` if another component set it).
+        """
+        previous = self.versions.get(url)
+        checksum = content_checksum(response.body)
+        fingerprint = None
+        if previous is not None and previous.checksum != checksum:
+            meta = getattr(response, "meta", None) or {}
+            fingerprint = meta.get(SIMHASH)
+            if fingerprint is None:
+                text = getattr(response, "text", None)
+                if text is not None:
+                    fingerprint = text_fingerprint(visible_text(text))
+        version = PageVersion(checksum, fingerprint, validators_from_headers(response.headers))
+        changed = detect_change(previous, version, self.change_distance)
+        if fingerprint is None and previous is not None and changed is False:
+            version = version._replace(fingerprint=previous.fingerprint)
+        self.versions[url] = version
+        return changed
+
+    def refresh_validators(self, url: str, response: Response) -> None:
+        """A 304 may carry a new ETag / Last-Modified: keep them."""
+        previous = self.versions.get(url)
+        validators = validators_from_headers(response.headers)
+        if previous is None:
+            return
+        merged = Validators(
+            validators.etag or previous.validators.etag,
+            validators.last_modified or previous.validators.last_modified,
+        )
+        self.versions[url] = previous._replace(validators=merged)
+
+    # -- signals ------------------------------------------------------------------------------
+
+    def _spider_idle(self, spider) -> None:
+        # A continuous crawl ends only when told to: revisits are planned.
+        wake = self.planner.next_wakeup()
+        if wake is None:
+            return
+        if self.store is not None:
+            self.release_due(self.store)
+        self._arm_wakeup(wake)
+        raise DontCloseSpider
+
+    #: Scrapy asks an idle scheduler again every 5 s (its heartbeat); a
+    #: revisit due sooner than that wakes the engine itself.
+    HEARTBEAT = 5.0
+
+    def _arm_wakeup(self, wake: float) -> None:
+        delay = wake - self.clock()
+        if delay >= self.HEARTBEAT or self._timer is not None:
+            return
+        self._timer = _call_later(max(0.0, delay), self._wake)
+
+    def _wake(self) -> None:
+        self._timer = None
+        engine = getattr(self.crawler, "engine", None)
+        # Scrapy has no public "poll the scheduler now"; its engine slot's
+        # nextcall is what engine.crawl() uses. Without it, the heartbeat
+        # still comes within 5 s.
+        nextcall = getattr(getattr(engine, "_slot", None), "nextcall", None)
+        if nextcall is not None:
+            nextcall.schedule()
+
+    def _spider_closed(self, spider, reason: str = "") -> None:
+        self.update_stats()
+        if self.state_path is not None:
+            self.save_state(self.state_path)
+
+    # -- persistence -----------------------------------------------------------------------------
+
+    def to_state(self) -> dict:
+        """JSON-able state: the planner's and the page versions."""
+        return {
+            "planner": self.planner.to_state(),
+            "versions": {
+                url: [v.checksum, v.fingerprint, v.validators.etag, v.validators.last_modified]
+                for url, v in self.versions.items()
+            },
+        }
+
+    def load(self, state: dict) -> None:
+        """Restore :meth:`to_state`."""
+        self.planner.load_state(state["planner"])
+        self.versions = {
+            url: PageVersion(v[0], v[1], Validators(v[2], v[3]))
+            for url, v in state.get("versions", {}).items()
+        }
+
+    def save_state(self, path: str | os.PathLike) -> None:
+        """Write the state atomically (a crash mid-write keeps the old file)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_state()), encoding="utf-8")
+        os.replace(tmp, path)
+        self._saved_at = self.clock()
+
+    def load_state(self, path: str | os.PathLike) -> None:
+        self.load(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+class RecrawlMiddleware:
+    """Downloader middleware of re-crawl mode (the add-on puts it at 540,
+    inside the retry middleware so it sees final outcomes).
+
+    * adds ``If-None-Match`` / ``If-Modified-Since`` to revisits;
+    * a ``304`` answer is settled by the frontier as a visit with nothing
+      new (``Frontier.visit_not_modified``) and goes no further (the spider
+      never sees an empty response);
+    * on a ``2xx`` it compares the body with the previous version (checksum,
+      then SimHash distance) and leaves the verdict in
+      ``request.meta["aopic_recrawl_changed"]`` for the visit report;
+    * a revisit ending in an error status or exception is reported to the
+      planner, which retries later with back-off.
+
+    Raises ``NotConfigured`` unless ``AOPIC_RECRAWL`` is on.
+    """
+
+    def __init__(self, hook: RecrawlHook, crawler: Crawler | None = None):
+        self.hook = hook
+        self.crawler = crawler
+        self._frontier = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RecrawlMiddleware:
+        hook = RecrawlHook.from_crawler(crawler)
+        if hook is None:
+            raise NotConfigured("AOPIC_RECRAWL is off")
+        return cls(hook, crawler)
+
+    @property
+    def frontier(self):
+        """The crawler's frontier (looked up on first use)."""
+        if self._frontier is None and self.crawler is not None:
+            from ..frontier import Frontier
+
+            self._frontier = Frontier.from_crawler(self.crawler)
+        return self._frontier
+
+    @frontier.setter
+    def frontier(self, value) -> None:
+        self._frontier = value
+
+    @staticmethod
+    def _key(request: Request) -> str | None:
+        return request.meta.get(KEY)
+
+    def process_request(self, request: Request) -> None:
+        key = self._key(request)
+        if key is None:
+            return None
+        headers = self.hook.request_headers(key)
+        added = False
+        for name, value in headers.items():
+            if name not in request.headers:
+                request.headers[name] = value
+                added = True
+        if added:
+            self.hook._inc("aopic/recrawl/conditional_requests")
+        return None
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        key = self._key(request)
+        if key is None:
+            return response
+        if is_not_modified(response.status) and key in self.hook.versions:
+            self.hook.refresh_validators(key, response)
+            settle = getattr(self.frontier, "visit_not_modified", None)
+            if settle is not None:
+                settle(request, response)  # sends page_visited: recorded there
+                raise IgnoreRequest(f"not modified: {request.url}")
+            # A frontier without that call fails the request; the planner
+            # still learns that the page did not change.
+            self.hook.record_visit(key, self._host(request), not_modified=True)
+            return response
+        if 200 <= response.status < 300:
+            if hasattr(response, "body"):
+                request.meta[CHANGED] = self.hook.observe_response(key, response)
+        elif response.status >= 400:
+            self.hook.record_failure(key, self._host(request))
+        return response
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        key = self._key(request)
+        if key is not None and not isinstance(exception, IgnoreRequest):
+            self.hook.record_failure(key, self._host(request))
+        return None
+
+    @staticmethod
+    def _host(request: Request) -> str:
+        slot = request.meta.get("download_slot")
+        if slot is not None:
+            return slot
+        from scrapy.utils.httpobj import urlparse_cached
+
+        return urlparse_cached(request).hostname or ""
+
+
+__all__ = [
+    "RecrawlHook",
+    "RecrawlMiddleware",
+    "effective_history_window",
+    "planner_from_settings",
+    "recrawl_enabled",
+]

@@ -1,0 +1,438 @@
+"""Hour-of-day x day-of-week rate profiles (168 hourly bins of a week).
+
+Pages edited by people follow the clock: busy working hours, quiet nights
+and weekends (the seed paper's observation). A :class:`RateProfile` learns
+the rate of new links of one key (``host/first-path-segment``, or a host)
+for each of the 168 hours of the week from what visits counted, and answers
+the questions the planner asks: the rate at a time, the expected number of
+events over an interval of the non-homogeneous process, and when a given
+number of events will have accumulated.
+
+Estimation. A visit counts ``N`` events over ``[t0, t1]``, which may span
+several hourly bins. The count is spread over them in proportion to the
+current rate times the overlap (one EM step for aggregated Poisson data),
+and each bin keeps its counts and exposure (seconds watched), both
+forgotten exponentially with time constant ``forget``. Thin bins borrow
+strength: each bin's rate is shrunk towards a product model
+``hour-of-day rate x day-of-week rate / flat rate`` (which needs only a few
+days of data), and that towards the flat rate; then the week is smoothed
+with a small circular kernel. With no data the profile is flat.
+
+Times are Unix seconds (UTC). The week is periodic, so a site's time zone
+only shifts its profile; it needs no configuration.
+
+Pure Python: no Scrapy, no numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from urllib.parse import urlsplit
+
+HOUR = 3600.0
+DAY = 86400.0
+WEEK = 7 * DAY
+BINS = 168
+
+# Unix time 0 was a Thursday: shift so that bin 0 is Monday 00:00-01:00 UTC.
+_WEEK_SHIFT = 3 * DAY
+
+
+def hour_of_week(t: float) -> int:
+    """Bin of time ``t``: ``weekday * 24 + hour`` (Monday 0h = 0, UTC)."""
+    return int(((t + _WEEK_SHIFT) % WEEK) // HOUR)
+
+
+def week_start(t: float) -> float:
+    """The Monday 00:00 UTC at or before ``t``."""
+    return t - ((t + _WEEK_SHIFT) % WEEK)
+
+
+def iter_segments(t0: float, t1: float) -> Iterator[tuple[int, float]]:
+    """``(bin, seconds)`` pieces of ``[t0, t1]`` cut at hour boundaries.
+
+    Whole weeks inside the interval come first as one piece per bin, so a
+    long interval costs at most 2 x 168 pieces.
+    """
+    if t1 <= t0:
+        return
+    span = t1 - t0
+    if span >= WEEK:
+        weeks = math.floor(span / WEEK)
+        for b in range(BINS):
+            yield b, weeks * HOUR
+        t0 += weeks * WEEK
+    t = t0
+    while t < t1:
+        b = hour_of_week(t)
+        boundary = (math.floor((t + _WEEK_SHIFT) / HOUR) + 1) * HOUR - _WEEK_SHIFT
+        end = min(boundary, t1)
+        if end > t:
+            yield b, end - t
+        t = end if end > t else math.nextafter(t, math.inf)
+
+
+def profile_key(url: str) -> tuple[str, str]:
+    """``(key, host)`` of ``url`` as the seed paper groups pages:
+    ``host/first-path-segment`` (``host/`` for the root), and the host
+    alone as the fallback when the key has too little data."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    if parts.port and parts.port not in (80, 443):
+        host = f"{host}:{parts.port}"
+    segments = [s for s in parts.path.split("/") if s]
+    # A last segment with a dot is a file (index.html), not a section.
+    first = segments[0] if segments and (len(segments) > 1 or "." not in segments[0]) else ""
+    return f"{host}/{first}", host
+
+
+class WeeklyRates:
+    """A fixed 168-bin piecewise-constant rate (events per second) with
+    fast integrals; what the planner integrates over.
+
+    :param rates: 168 non-negative rates, bin 0 = Monday 00:00-01:00 UTC.
+    """
+
+    __slots__ = ("rates", "_cumulative", "week_total", "mean")
+
+    def __init__(self, rates: Sequence[float]):
+        if len(rates) != BINS:
+            raise ValueError(f"a weekly profile has {BINS} bins, got {len(rates)}")
+        self.rates = [max(0.0, float(r)) for r in rates]
+        cumulative = [0.0]
+        for r in self.rates:
+            cumulative.append(cumulative[-1] + r * HOUR)
+        self._cumulative = cumulative
+        self.week_total = cumulative[-1]  #: expected events in one week
+        self.mean = self.week_total / WEEK  #: mean rate over the week
+
+    @classmethod
+    def flat(cls, rate: float) -> WeeklyRates:
+        """The constant profile ``rate``."""
+        return cls([rate] * BINS)
+
+    def scaled(self, factor: float) -> WeeklyRates:
+        """This profile times ``factor``."""
+        return WeeklyRates([r * factor for r in self.rates])
+
+    def shape(self) -> WeeklyRates:
+        """This profile divided by its mean (mean 1); flat when all zero."""
+        if self.mean <= 0:
+            return WeeklyRates.flat(1.0)
+        return self.scaled(1.0 / self.mean)
+
+    def rate_at(self, t: float) -> float:
+        """Rate at time ``t``."""
+        return self.rates[hour_of_week(t)]
+
+    def cumulative(self, t: float) -> float:
+        """Expected events from the Monday 00:00 UTC before ``t`` to ``t``,
+        plus whole weeks since Unix time 0: an increasing function whose
+        differences are integrals of the rate."""
+        shifted = t + _WEEK_SHIFT
+        weeks = math.floor(shifted / WEEK)
+        offset = shifted - weeks * WEEK
+        b = min(int(offset // HOUR), BINS - 1)
+        return weeks * self.week_total + self._cumulative[b] + self.rates[b] * (offset - b * HOUR)
+
+    def integral(self, t0: float, t1: float) -> float:
+        """Expected events in ``[t0, t1]`` of the non-homogeneous process."""
+        if t1 <= t0:
+            return 0.0
+        return max(0.0, self.cumulative(t1) - self.cumulative(t0))
+
+    def time_to_yield(self, t0: float, target: float, horizon: float) -> float:
+        """Smallest ``t`` in ``[t0, t0 + horizon]`` with
+        ``integral(t0, t) >= target`` (``t0 + horizon`` if never)."""
+        if target <= 0:
+            return t0
+        if self.week_total <= 0:
+            return t0 + horizon
+        goal = self.cumulative(t0) + target
+        if goal >= self.cumulative(t0 + horizon):
+            return t0 + horizon
+        weeks = math.floor(goal / self.week_total)
+        within = goal - weeks * self.week_total
+        b = bisect_right(self._cumulative, within) - 1
+        b = min(max(b, 0), BINS - 1)
+        # Skip empty bins: the goal is reached inside the first bin with rate.
+        while self.rates[b] <= 0 and b < BINS - 1:
+            b += 1
+        seconds = b * HOUR + (within - self._cumulative[b]) / self.rates[b] if self.rates[b] else b * HOUR
+        t = weeks * WEEK + seconds - _WEEK_SHIFT
+        return min(max(t, t0), t0 + horizon)
+
+    def time_to_delay(self, t0: float, target: float, horizon: float) -> float:
+        """Smallest ``t`` in ``[t0, t0 + horizon]`` where the expected total
+        waiting time of the events since ``t0`` (event-seconds,
+        ``integral over s of (t - s) rate(s)``) reaches ``target``."""
+        if target <= 0:
+            return t0
+        end = t0 + horizon
+        owed = 0.0  # event-seconds accumulated up to t
+        count = 0.0  # events since t0 up to t
+        t = t0
+        while t < end:
+            b = hour_of_week(t)
+            boundary = (math.floor((t + _WEEK_SHIFT) / HOUR) + 1) * HOUR - _WEEK_SHIFT
+            step_end = min(boundary, end)
+            if step_end <= t:
+                step_end = math.nextafter(t, math.inf)
+            d = step_end - t
+            r = self.rates[b]
+            # owed(t + x) = owed + count x + r x^2 / 2
+            gained = count * d + 0.5 * r * d * d
+            if owed + gained >= target:
+                need = target - owed
+                if r > 0:
+                    x = (-count + math.sqrt(count * count + 2.0 * r * need)) / r
+                else:
+                    x = need / count
+                return min(t + x, end)
+            owed += gained
+            count += r * d
+            t = step_end
+        return end
+
+
+class RateProfile:
+    """Learns a 168-bin rate profile from counted events over intervals.
+
+    :param forget: time constant in seconds of the exponential forgetting
+        (``None``: keep everything).
+    :param prior_seconds: how many seconds of exposure a bin needs before its
+        own data outweighs the product model it is shrunk towards.
+    :param prior_events: pseudo-events (at the flat rate) each hour-of-day
+        and weekday level is shrunk with.
+    :param smoothing: weight of each neighbouring hour in the circular
+        smoothing of the week (0 = none; 0.25 = kernel 1/4, 1/2, 1/4).
+    """
+
+    __slots__ = (
+        "counts",
+        "exposure",
+        "forget",
+        "prior_seconds",
+        "prior_events",
+        "smoothing",
+        "observations",
+        "_reference",
+        "_last",
+        "_weekly",
+        "_shape",
+        "_fitted_at",
+        "_count_total",
+        "_exposure_total",
+    )
+
+    def __init__(
+        self,
+        *,
+        forget: float | None = 28 * DAY,
+        prior_seconds: float = 2 * HOUR,
+        prior_events: float = 0.5,
+        smoothing: float = 0.2,
+    ):
+        self.counts = [0.0] * BINS
+        self.exposure = [0.0] * BINS
+        self.forget = forget
+        self.prior_seconds = prior_seconds
+        self.prior_events = prior_events
+        self.smoothing = smoothing
+        self.observations = 0
+        # Forgetting without touching every bin on every update: what is
+        # stored is weighted by exp((t - reference) / forget), so newer data
+        # weighs more; everything is rebased before that weight overflows.
+        self._reference: float | None = None
+        self._last: float | None = None
+        self._weekly: WeeklyRates | None = None
+        self._shape: WeeklyRates | None = None
+        self._fitted_at = -1
+        self._count_total = 0.0  # sum of counts, kept up to date (stored units)
+        self._exposure_total = 0.0
+
+    # -- learning -----------------------------------------------------------
+
+    def _weight(self, t: float) -> float:
+        if self.forget is None:
+            return 1.0
+        if self._reference is None:
+            self._reference = t
+        exponent = (t - self._reference) / self.forget
+        if exponent > 30.0:
+            factor = math.exp(-exponent)
+            self.counts = [c * factor for c in self.counts]
+            self.exposure = [e * factor for e in self.exposure]
+            self._count_total *= factor
+            self._exposure_total *= factor
+            self._reference = t
+            exponent = 0.0
+        return math.exp(exponent)
+
+    def _now_weight(self) -> float:
+        """Weight of the newest observation: dividing stored sums by it gives
+        forgotten ("effective") events and seconds as of that time."""
+        if self.forget is None or self._reference is None or self._last is None:
+            return 1.0
+        return math.exp((self._last - self._reference) / self.forget)
+
+    def observe(self, t0: float, t1: float, count: float) -> None:
+        """A visit at ``t1`` counted ``count`` events since the visit at ``t0``."""
+        if t1 <= t0:
+            return
+        weight = self._weight(t1)
+        pieces = list(iter_segments(t0, t1))
+        self._count_total += weight * count
+        self._exposure_total += weight * (t1 - t0)
+        if count > 0 and len(pieces) > 1:
+            # Spread the count like the current estimate says it arrived.
+            rates = self.weekly().rates
+            masses = [rates[b] * seconds for b, seconds in pieces]
+            total = math.fsum(masses)
+            if total <= 0:
+                masses = [seconds for _, seconds in pieces]
+                total = math.fsum(masses)
+            for (b, seconds), mass in zip(pieces, masses):
+                self.counts[b] += weight * count * mass / total
+                self.exposure[b] += weight * seconds
+        else:
+            for b, seconds in pieces:
+                self.exposure[b] += weight * seconds
+            if count > 0:
+                self.counts[pieces[0][0]] += weight * count
+        self._last = max(t1, self._last or t1)
+        self.observations += 1
+
+    # -- reading ---------------------------------------------------------------
+
+    @property
+    def events(self) -> float:
+        """Events recorded, after forgetting."""
+        return self._count_total / self._now_weight()
+
+    @property
+    def watched(self) -> float:
+        """Seconds watched, after forgetting."""
+        return self._exposure_total / self._now_weight()
+
+    def flat_rate(self) -> float:
+        """Events per second over everything watched (0 with no data)."""
+        exposure = math.fsum(self.exposure)
+        return math.fsum(self.counts) / exposure if exposure > 0 else 0.0
+
+    def weekly(self) -> WeeklyRates:
+        """The current estimate as :class:`WeeklyRates` (refitted lazily:
+        after about every 2 % new observations, since one visit barely
+        moves 168 bins)."""
+        if self._weekly is not None and (
+            self.observations - self._fitted_at <= self._fitted_at // 50
+        ):
+            return self._weekly
+        self._weekly = WeeklyRates(self._fit())
+        self._shape = None
+        self._fitted_at = self.observations
+        return self._weekly
+
+    def shape(self) -> WeeklyRates:
+        """:meth:`weekly` divided by its mean (flat when there is no data)."""
+        weekly = self.weekly()
+        if self._shape is None:
+            self._shape = weekly.shape()
+        return self._shape
+
+    def _fit(self) -> list[float]:
+        counts, exposure = self.counts, self.exposure
+        total_exposure = math.fsum(exposure)
+        if total_exposure <= 0:
+            return [0.0] * BINS
+        flat = math.fsum(counts) / total_exposure
+        # Hour-of-day and weekday levels have plenty of data (every day feeds
+        # them): a weak prior worth ``prior_events`` events at the flat rate,
+        # so that quiet hours are not pulled up towards the mean.
+        events = self.prior_events
+        beta = events / flat if flat > 0 else 0.0
+        hour_counts = [0.0] * 24
+        hour_exposure = [0.0] * 24
+        for b in range(BINS):
+            hour_counts[b % 24] += counts[b]
+            hour_exposure[b % 24] += exposure[b]
+        hour_rate = [
+            (hour_counts[h] + events) / (hour_exposure[h] + beta)
+            if hour_exposure[h] + beta > 0 else flat
+            for h in range(24)
+        ]  # fmt: skip
+        model = self._product_model(hour_rate, flat, beta) if flat > 0 else [0.0] * BINS
+        # Bins are shrunk towards the product model (the prior in the stored,
+        # forgetting-weighted units).
+        alpha = self.prior_seconds * self._now_weight()
+        rates = [(counts[b] + alpha * model[b]) / (exposure[b] + alpha) for b in range(BINS)]
+        if self.smoothing > 0:
+            s = self.smoothing
+            rates = [
+                (1 - 2 * s) * rates[b] + s * (rates[b - 1] + rates[(b + 1) % BINS])
+                for b in range(BINS)
+            ]
+        return rates
+
+    def _product_model(self, hour_rate: list[float], flat: float, beta: float) -> list[float]:
+        """``hour-of-day rate x weekday rate / flat`` for every bin, with the
+        weekday boundary where it fits best.
+
+        A site's days start at its local midnight, not at UTC midnight: for a
+        site at UTC+8 the UTC hours 16-24 of a Friday are its Saturday. The
+        product is separable only with the right boundary, so each of the 24
+        possible ones is tried and the one with the highest Poisson
+        likelihood is kept (the hour-of-day factor is the same for all).
+        """
+        counts, exposure = self.counts, self.exposure
+        events = self.prior_events
+        best = None
+        for shift in range(24):
+            day_counts = [0.0] * 7
+            day_exposure = [0.0] * 7
+            for b in range(BINS):
+                d = ((b + shift) // 24) % 7
+                day_counts[d] += counts[b]
+                day_exposure[d] += exposure[b]
+            day_rate = [
+                (day_counts[d] + events) / (day_exposure[d] + beta)
+                if day_exposure[d] + beta > 0 else flat
+                for d in range(7)
+            ]  # fmt: skip
+            model = [
+                hour_rate[b % 24] * day_rate[((b + shift) // 24) % 7] / flat for b in range(BINS)
+            ]
+            likelihood = 0.0
+            for b in range(BINS):
+                mean = model[b] * exposure[b]
+                if mean > 0:
+                    likelihood += counts[b] * math.log(mean) - mean
+            if best is None or likelihood > best[0]:
+                best = (likelihood, model)
+        return best[1]
+
+    # -- persistence -------------------------------------------------------------
+
+    def to_state(self) -> dict:
+        """JSON-able state."""
+        return {
+            "counts": self.counts,
+            "exposure": self.exposure,
+            "observations": self.observations,
+            "reference": self._reference,
+            "last": self._last,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict, **kwargs) -> RateProfile:
+        profile = cls(**kwargs)
+        profile.counts = [float(c) for c in state["counts"]]
+        profile.exposure = [float(e) for e in state["exposure"]]
+        profile.observations = int(state["observations"])
+        profile._reference = state.get("reference")
+        profile._last = state.get("last")
+        profile._count_total = math.fsum(profile.counts)
+        profile._exposure_total = math.fsum(profile.exposure)
+        return profile
