@@ -412,21 +412,13 @@ def open_redis_frontier(settings: Settings, spider_name: str | None, redis_key: 
 
 def ranking_records(frontier: FrontierView, *, hosts: bool):
     """Yield the importance ranking as export records, most important first."""
-    from .store.base import STATE_NAMES
+    from .frontier import export_record
 
     host_of: dict[str, str] = {}
     if hosts:
         host_of = {view.url: view.host for view in frontier.store.iter_accounts()}
     for rank, page in enumerate(frontier.engine.ranking(), 1):
-        record = {
-            "url": page.url,
-            "importance": page.importance,
-            "cash": page.cash,
-            "history": page.history,
-            "visits": page.visits,
-            "depth": page.depth,
-            "state": STATE_NAMES.get(page.state, str(page.state)),
-        }
+        record = export_record(page)
         if hosts:
             record = {"rank": rank, **record, "host": host_of.get(page.url, "")}
         yield record

@@ -577,12 +577,14 @@ class Frontier:
         tmp = path.with_name(path.name + ".tmp")
         with tmp.open("w", encoding="utf-8") as out:
             for page in self.engine.ranking():
-                out.write(json.dumps(_export_record(page), ensure_ascii=False) + "\n")
+                out.write(json.dumps(export_record(page), ensure_ascii=False) + "\n")
         os.replace(tmp, path)
         return path
 
 
-def _export_record(page: RankedPage) -> dict:
+def export_record(page: RankedPage) -> dict:
+    """One line of the importance export (``AOPIC_EXPORT_IMPORTANCE``,
+    ``scrapy aopic export``)."""
     return {
         "url": page.url,
         "importance": page.importance,
@@ -590,5 +592,5 @@ def _export_record(page: RankedPage) -> dict:
         "history": page.history,
         "visits": page.visits,
         "depth": page.depth,
-        "state": STATE_NAMES[page.state],
+        "state": STATE_NAMES.get(page.state, str(page.state)),
     }

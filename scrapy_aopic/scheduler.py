@@ -218,11 +218,13 @@ class SharedCrawl:
                 self._task = None
             else:
                 self._task.start(self.TICK, now=False)
-        logger.info(
-            "aopic: shared crawl: seeds key %s, closing when the whole crawl is idle%s",
-            self.seeds_key or "(none)",
-            " (never)" if self.close_after is None else f" for {self.close_after:g} s",
-        )
+        if self.close_after is None:
+            closing = "never closing on its own"
+        elif self.close_after:
+            closing = f"closing once the whole crawl has been idle for {self.close_after:g} s"
+        else:
+            closing = "closing as soon as the whole crawl is idle"
+        logger.info("aopic: shared crawl: seeds key %s, %s", self.seeds_key or "(none)", closing)
 
     def stop(self) -> None:
         self.crawler.signals.disconnect(self.spider_idle, signal=signals.spider_idle)

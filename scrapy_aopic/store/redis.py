@@ -37,6 +37,10 @@ by deadline) and ``P:hbusy`` (hash ``host -> open leases``)
     open leases (id, cash, deadline, and what is needed to undo the lease
     exactly), their expiry and the per-host count that enforces the
     concurrency cap across all workers.
+``P:pop:<worker>`` (string ``seq \n lease id \n url``, expires with the lease)
+    the last lease a worker process (a :class:`RedisStore`) was given and the
+    sequence number of that request: a pop resent after a connection failure
+    gets the same lease back instead of leaving it to expire.
 
 Lambda payouts are O(1): they raise ``dividend`` in ``P:tot``; a target
 account is settled when it is next touched (see :mod:`~scrapy_aopic.store.memory`).

@@ -38,12 +38,22 @@ def read_seeds(seeds: str | None = None, seeds_file: str | None = None) -> list[
 
 
 class BroadSpider(scrapy.Spider):
-    """Crawl from the given seeds, following every link on every host."""
+    """Crawl from the given seeds, following every link on every host
+    (or only on ``-a allowed_domains=...``, comma-separated)."""
 
     name = "broad"
 
-    def __init__(self, seeds: str | None = None, seeds_file: str | None = None, *args: Any, **kwargs: Any):
+    def __init__(
+        self,
+        seeds: str | None = None,
+        seeds_file: str | None = None,
+        allowed_domains: str | None = None,
+        *args: Any,
+        **kwargs: Any,
+    ):
         super().__init__(*args, **kwargs)
+        if allowed_domains:  # -a allowed_domains=a.example,b.example: stay on these
+            self.allowed_domains = [d.strip() for d in allowed_domains.split(",") if d.strip()]
         self.seed_urls = read_seeds(seeds, seeds_file)
         if not self.seed_urls:
             raise ValueError("no seeds: pass -a seeds=URL,URL or -a seeds_file=PATH")
