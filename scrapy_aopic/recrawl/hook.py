@@ -560,12 +560,9 @@ class RecrawlMiddleware:
 
     @staticmethod
     def _host(request: Request) -> str:
-        slot = request.meta.get("download_slot")
-        if slot is not None:
-            return slot
-        from scrapy.utils.httpobj import urlparse_cached
+        from ..frontier import Frontier  # the one definition of a request's politeness key
 
-        return urlparse_cached(request).hostname or ""
+        return Frontier.host_of(request)
 
 
 __all__ = [
