@@ -405,7 +405,8 @@ def _thirty_kb_pages(rng: random.Random, texts: list[str], count: int) -> list[s
 def bench_quality(texts, rng, k, label) -> None:
     import simhash as reference
 
-    from scrapy_aopic.simhash import Fingerprinter, visible_text
+    from scrapy_aopic.simhash import Fingerprinter
+    from scrapy_aopic.visibletext import visible_text
 
     pages = build_corpus(texts, rng)
     same = same_text(texts)
@@ -447,7 +448,8 @@ def bench_quality(texts, rng, k, label) -> None:
 
 
 def bench_rust_doc(limit: int, k: int) -> None:
-    from scrapy_aopic.simhash import Fingerprinter, visible_text
+    from scrapy_aopic.simhash import Fingerprinter
+    from scrapy_aopic.visibletext import visible_text
     from scrapy_aopic.simhash_index import NearDuplicateIndex
 
     pages = rust_doc_pages(limit)
@@ -478,7 +480,8 @@ def bench_rust_doc(limit: int, k: int) -> None:
 def bench_fingerprint_speed(texts, rng, pages_count: int) -> None:
     import simhash as reference
 
-    from scrapy_aopic.simhash import Fingerprinter, visible_text
+    from scrapy_aopic.simhash import Fingerprinter
+    from scrapy_aopic.visibletext import visible_text
 
     pages = _thirty_kb_pages(rng, texts, pages_count)
     size = sum(len(p.encode()) for p in pages) / len(pages)

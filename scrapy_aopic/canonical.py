@@ -178,6 +178,11 @@ class Canonicalizer:
                 return None
         if len(url) > MAX_URL_CHARS:
             return None
+        # The key never has a fragment: cut it before the memo, where links
+        # to a page's sections would each be a miss.
+        fragment = url.find("#")
+        if fragment >= 0:
+            url = url[:fragment]
         try:
             return self._call(url)
         except Exception:  # noqa: BLE001 - hostile input must never stop a crawl

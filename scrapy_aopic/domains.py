@@ -12,18 +12,23 @@ subdomains of one.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 
-import tldextract
 
-# suffix_list_urls=() never fetches; cache_dir=None never touches the disk;
-# the bundled snapshot is the fallback (and the only source).
-_EXTRACT = tldextract.TLDExtract(
-    suffix_list_urls=(),
-    cache_dir=None,
-    fallback_to_snapshot=True,
-    include_psl_private_domains=True,
-)
+@cache
+def _extractor():
+    """The offline extractor, built on first use: a crawl of IP addresses
+    or ``localhost`` never imports ``tldextract`` nor parses its list."""
+    import tldextract
+
+    # suffix_list_urls=() never fetches; cache_dir=None never touches the
+    # disk; the bundled snapshot is the fallback (and the only source).
+    return tldextract.TLDExtract(
+        suffix_list_urls=(),
+        cache_dir=None,
+        fallback_to_snapshot=True,
+        include_psl_private_domains=True,
+    )
 
 
 @lru_cache(maxsize=1 << 16)
@@ -33,7 +38,9 @@ def registered_domain(host: str) -> str:
     host = host.lower().rstrip(".")
     if not host or host.startswith("[") or host.replace(".", "").isdigit():
         return host  # IPv6 / IPv4 literal: the address is the site
-    parts = _EXTRACT(host)
+    if "." not in host:
+        return host  # one label ("localhost", an intranet name): no suffix to split off
+    parts = _extractor()(host)
     if not parts.suffix or not parts.domain:
         return host
     return f"{parts.domain}.{parts.suffix}"

@@ -44,6 +44,7 @@ from .canonical import build_canonicalizer
 from .engine import AopicEngine, RankedPage
 from .journal import JournaledStore
 from .recrawl.hook import RecrawlHook, effective_history_window
+from .offsite import OffsiteLinkFilter
 from .requestcodec import decode_request, encode_request
 from .store.base import STATE_NAMES, FrontierStore, Lease, Link
 from .store.memory import MemoryStore
@@ -110,6 +111,7 @@ class Frontier:
         self.spider = None
         self._downloader = None
         self._leases: dict[int, Lease] = {}
+        self._upkeep_due = True  # see next_request
         # Portable request data (JSON) is needed whenever another process or
         # a later run reads the store; one process alone can keep objects.
         self._portable = False
@@ -144,8 +146,18 @@ class Frontier:
             self._downloader = self.crawler.engine.downloader
         except (AttributeError, RuntimeError):  # no engine: a scheduler used on its own
             self._downloader = None
+        offsite = self._offsite_filter()
+        if offsite is not None:
+            self.link_filters.insert(0, offsite)  # the cheapest and most common refusal
         if isinstance(self.store, JournaledStore) and self.store.requeued_on_open:
             self.stats.inc_value("aopic/resumed_in_flight", self.store.requeued_on_open)
+
+    def _offsite_filter(self) -> LinkFilter | None:
+        """Scrapy's own offsite rule as a link filter (see
+        :class:`~scrapy_aopic.offsite.OffsiteLinkFilter`), when its
+        ``OffsiteMiddleware`` is enabled."""
+        middlewares = getattr(getattr(self._downloader, "middleware", None), "middlewares", ())
+        return OffsiteLinkFilter.for_middlewares(middlewares, self.spider)
 
     def _build_store(self, spider) -> FrontierStore:
         if self.backend == "memory":
@@ -290,12 +302,17 @@ class Frontier:
         """The richest pending URL whose host can be fetched now, leased."""
         if self._shared:
             return self._next_request_shared()
-        upkeep = self.engine.upkeep()  # lambda's visit, virtual revisits
-        if upkeep.lambda_visits:
-            self.stats.inc_value("aopic/lambda_visits", upkeep.lambda_visits)
-            self.stats.inc_value("aopic/lambda_paid", upkeep.lambda_paid)
-        if upkeep.revisits:
-            self.stats.inc_value("aopic/virtual_revisits", upkeep.revisits)
+        if self._upkeep_due:
+            # Once per request handed out, not per call: the engine asks
+            # again and again while the download slots are full, and nothing
+            # has changed between those calls that a revisit would fix.
+            self._upkeep_due = False
+            upkeep = self.engine.upkeep()  # lambda's visit, virtual revisits
+            if upkeep.lambda_visits:
+                self.stats.inc_value("aopic/lambda_visits", upkeep.lambda_visits)
+                self.stats.inc_value("aopic/lambda_paid", upkeep.lambda_paid)
+            if upkeep.revisits:
+                self.stats.inc_value("aopic/virtual_revisits", upkeep.revisits)
         lease = None
         if self.recrawl is not None:  # pages due for a revisit go back in first
             lease = self.recrawl.next_lease(self.store, self._host_ready)
@@ -303,6 +320,7 @@ class Frontier:
             lease = self.store.pop(self._host_ready, self.min_share)
         if lease is None:
             return None
+        self._upkeep_due = True
         return self._hand_out(lease)
 
     def _next_request_shared(self) -> Request | None:
@@ -448,6 +466,10 @@ class Frontier:
         refusal = self._refusal
         link_host = self._link_host
         request_data = self._request_data
+        # A known URL's stored request is never replaced by a later link's,
+        # so only new URLs are encoded (a shared store would cost a round
+        # trip to ask: it gets every link's data).
+        knows = None if self._shared else self.store.knows
         for request in requests:
             meta = request.meta
             if meta.get(LINK) is False or meta.get(LEASE) is not None:
@@ -464,7 +486,8 @@ class Frontier:
                 continue
             meta[REGISTERED] = True
             meta[KEY] = key
-            links.append(Link(key, link_host(request, meta), depth, request_data(request, key)))
+            data = None if knows is not None and knows(key) else request_data(request, key)
+            links.append(Link(key, link_host(request, meta), depth, data))
             passed.append(request)
         self._leases.pop(lease.lease_id, None)
         new_links = None

@@ -177,6 +177,9 @@ class JournaledStore(FrontierStore):
     def get(self, url: str) -> AccountView | None:
         return self.memory.get(url)
 
+    def knows(self, url: str) -> bool:
+        return self.memory.knows(url)
+
     def iter_accounts(self) -> Iterator[AccountView]:
         return self.memory.iter_accounts()
 

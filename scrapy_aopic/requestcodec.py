@@ -2,9 +2,12 @@
 
 A plain link (GET, default callback, nothing in meta but Scrapy's own
 bookkeeping) is stored as ``None`` (fetch the account's URL) or as the URL
-string when the site spelled it differently from its canonical form; anything
-else becomes a JSON-able dict built on Scrapy's ``Request.to_dict``, callbacks
-by name. Nothing is pickled, so a store another process can write to (Redis,
+string when the site spelled it differently from its canonical form. A plain
+link with a ``Referer`` header (what Scrapy's RefererMiddleware adds to every
+followed link) is stored as the header's value and that URL: a
+:class:`Referred` tuple, or a two-key dict in portable stores. Anything else
+becomes a JSON-able dict built on Scrapy's ``Request.to_dict``, callbacks by
+name. Nothing is pickled, so a store another process can write to (Redis,
 a journal file) cannot make the crawler run code.
 """
 
@@ -12,7 +15,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 from scrapy import Request, Spider
 from scrapy.utils.request import request_from_dict
@@ -36,10 +39,33 @@ TRANSIENT_META = frozenset(
 )
 
 
-def _is_plain(request: Request, spider: Spider | None) -> bool:
+class Referred(NamedTuple):
+    """A plain link whose only header is ``Referer`` (in-memory form)."""
+
+    url: str | None  #: as the site spelled it; ``None``: the account's URL
+    referer: bytes
+
+
+#: The key that marks the portable (JSON) form of a :class:`Referred` link.
+REFERER_KEY = "aopic_referer"
+
+
+def _referer_only(request: Request) -> bytes | None:
+    """The ``Referer`` value if it is the request's only header, else ``None``."""
+    headers = request.headers
+    if len(headers) == 1:
+        values = headers.getlist(b"Referer")
+        if len(values) == 1:
+            return values[0]
+    return None
+
+
+def _is_plain(request: Request, spider: Spider | None, *, headers: bool = False) -> bool:
+    """Whether ``request`` is a GET of its URL and nothing more (its
+    headers aside when ``headers`` is true)."""
     if type(request) is not Request or request.method != "GET" or request.body:
         return False
-    if request.headers or request.cookies or request.cb_kwargs or request.flags:
+    if (request.headers and not headers) or request.cookies or request.cb_kwargs or request.flags:
         return False
     if request.errback is not None or request.priority != 0 or request.dont_filter:
         return False
@@ -85,8 +111,18 @@ def encode_request(
     Meta values that cannot be stored as JSON are dropped with a warning
     (the request itself is kept).
     """
-    if _is_plain(request, spider):
-        return None if request.url == canonical else request.url
+    if _is_plain(request, spider, headers=True):
+        url = None if request.url == canonical else request.url
+        if not request.headers:
+            return url
+        referer = _referer_only(request)
+        if referer is not None:
+            if not portable:
+                return Referred(url, referer)
+            referred = {REFERER_KEY: referer.decode("latin-1")}
+            if url is not None:
+                referred["url"] = url
+            return referred
     if not portable:
         return request
     try:
@@ -124,9 +160,14 @@ def decode_request(url: str, data: Any, spider: Spider | None) -> Request:
         return Request(url)
     if isinstance(data, str):
         return Request(data)
+    if isinstance(data, Referred):
+        return Request(data.url or url, headers={b"Referer": data.referer})
     if isinstance(data, Request):
         return data.copy()
     if isinstance(data, dict):
+        if REFERER_KEY in data:
+            referer = data[REFERER_KEY]
+            return Request(data.get("url") or url, headers={b"Referer": referer.encode("latin-1")})
         try:
             return request_from_dict(_from_jsonable(data), spider=spider)
         except Exception as exc:  # a stored callback that no longer exists, bad fields

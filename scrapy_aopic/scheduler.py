@@ -262,6 +262,14 @@ class SharedCrawl:
         if not self.seeds_key:
             return 0
         entries = self.store.take_seeds(self.seeds_key, self.seeds_batch)
+        if not entries:
+            return 0
+        try:
+            return self._schedule_seeds(entries)
+        finally:
+            self.store.seeds_scheduled(self.seeds_key)
+
+    def _schedule_seeds(self, entries: list[bytes]) -> int:
         scheduled = 0
         stats = self.crawler.stats
         for raw in entries:

@@ -1,4 +1,4 @@
-r"""Page fingerprints: visible text, a 64-bit SimHash and an exact checksum.
+r"""Page fingerprints: a 64-bit SimHash and an exact checksum.
 
 SimHash (Charikar 2002) maps a document to 64 bits such that similar
 documents get fingerprints a few bits apart: every feature is hashed to 64
@@ -32,11 +32,7 @@ Fingerprints of different modes must not be compared with each other.
 Everything per character or per word is done with numpy on the text's code
 points; the bits are counted with one ``bincount`` per byte position.
 
-:func:`visible_text` turns HTML into the text that is fingerprinted: scripts,
-styles and markup removed, and, optionally, boilerplate (navigation, headers,
-footers, side bars, ads, link lists), which templates add to every page and
-which would otherwise make different pages alike and copies of one page under
-different templates unlike.
+The text that is fingerprinted comes from :mod:`scrapy_aopic.visibletext`.
 """
 
 from __future__ import annotations
@@ -47,7 +43,6 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 import numpy as np
-from lxml import etree
 
 __all__ = [
     "FINGERPRINT_MODES",
@@ -59,7 +54,6 @@ __all__ = [
     "body_checksum",
     "hamming",
     "simhash_text",
-    "visible_text",
 ]
 
 #: The feature hashes :class:`Fingerprinter` knows (see the module docstring).
@@ -412,208 +406,3 @@ def simhash_text(text: str, mode: str = "words") -> int:
     if fingerprinter is None:
         fingerprinter = _default_fingerprinters[mode] = Fingerprinter(mode)
     return fingerprinter.fingerprint(text)
-
-
-# --------------------------------------------------------------------------
-# visible text
-
-#: Elements whose content is never visible text.
-_INVISIBLE = (
-    "head", "script", "style", "noscript", "template", "svg", "math", "iframe",
-    "object", "embed", "canvas", "select", "textarea", "button", "audio", "video",
-)  # fmt: skip
-#: Elements that hold a site's template rather than a page's content.
-_BOILERPLATE_TAGS = ("nav", "header", "footer", "aside", "form", "menu", "dialog")
-#: ARIA roles of template regions.
-_BOILERPLATE_ROLES = frozenset(
-    {"navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar", "dialog", "alert"}
-)
-#: Words that, as a whole token of a class or id, mark template regions and ads.
-_BOILERPLATE_WORDS = frozenset(
-    """nav navbar navigation menu menubar topbar header masthead banner footer
-    sidebar side-bar aside breadcrumb breadcrumbs crumbs ad ads advert adverts
-    advertisement advertising sponsor sponsored promo promotion cookie cookies
-    consent share sharing social related comments comment disqus newsletter
-    subscribe popup modal toolbar skip pagination pager widget widgets
-    copyright legal""".split()
-)
-#: Containers of the whole page or of its main content, whatever their class.
-_NEVER_BOILERPLATE = frozenset({"html", "body", "main", "article"})
-_CLASS_TOKEN = re.compile(r"[\s_-]+")
-#: Blocks whose only text is in links: menus, tag clouds, pagers.
-_LINK_ONLY_BLOCKS = etree.XPath(
-    "//*[self::ul or self::ol or self::dl or self::table or self::div or self::p"
-    " or self::section or self::td][.//a]"
-    "[not(.//text()[not(ancestor::a)][normalize-space(translate(., '|·•-–—/»«›‹,:;()[]', ''))])]"
-)
-#: Elements that end a line of text.
-_BLOCKS = (
-    "p", "div", "br", "li", "td", "th", "tr", "h1", "h2", "h3", "h4", "h5", "h6",
-    "section", "article", "main", "blockquote", "pre", "table", "ul", "ol", "dl",
-    "dt", "dd", "hr", "figure", "figcaption", "address", "center", "title",
-)  # fmt: skip
-_MARKED = etree.XPath("//*[@class or @id or @role]")
-_XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>", re.I)
-
-_parser = etree.HTMLParser(
-    recover=True, encoding="utf-8", remove_comments=True, remove_pis=True, no_network=True
-)
-
-
-def _is_boilerplate(element) -> bool:
-    if element.tag in _NEVER_BOILERPLATE:
-        return False
-    role = element.get("role")
-    if role and role.strip().lower() in _BOILERPLATE_ROLES:
-        return True
-    value = element.get("id")
-    # ids are mostly unique per page (not worth memoizing), classes repeat.
-    if value and any(token in _BOILERPLATE_WORDS for token in _CLASS_TOKEN.split(value.lower())):
-        return True
-    value = element.get("class")
-    return bool(value) and _marks_boilerplate(value)
-
-
-_boilerplate_marks: dict[str, bool] = {}
-
-
-def _marks_boilerplate(value: str) -> bool:
-    """Whether a class or id value holds a boilerplate word (memoized: a
-    site's templates repeat a few hundred values on every page)."""
-    marked = _boilerplate_marks.get(value)
-    if marked is None:
-        marked = any(token in _BOILERPLATE_WORDS for token in _CLASS_TOKEN.split(value.lower()))
-        if len(_boilerplate_marks) >= 1 << 12:
-            _boilerplate_marks.clear()
-        _boilerplate_marks[value] = marked
-    return marked
-
-
-def _remove(element) -> None:
-    """Remove ``element`` but keep its tail text (it belongs to the parent)."""
-    parent = element.getparent()
-    if parent is None:
-        return
-    tail = element.tail
-    if tail:
-        previous = element.getprevious()
-        if previous is not None:
-            previous.tail = (previous.tail or "") + tail
-        else:
-            parent.text = (parent.text or "") + tail
-    parent.remove(element)
-
-
-def visible_text(html: str | bytes, *, boilerplate: bool = True, max_chars: int | None = None) -> str:
-    """The text a reader sees in ``html`` (``str``, or UTF-8 ``bytes``).
-
-    Scripts, styles, comments and markup are removed, and with
-    ``boilerplate`` (default) also navigation, headers, footers, side bars,
-    ads and link-only blocks. Malformed HTML is repaired by lxml's parser;
-    nothing here raises on bad input (an unparsable document has no text).
-    ``max_chars``: see :func:`tree_text`.
-    """
-    if isinstance(html, str):
-        html = _XML_DECLARATION.sub("", html, count=1)
-        data = html.replace("\x00", "").encode("utf-8", "replace")
-    else:
-        data = html.replace(b"\x00", b"")
-    if not data.strip():
-        return ""
-    try:
-        root = etree.fromstring(data, _parser)
-    except (etree.LxmlError, ValueError):
-        return ""
-    if root is None:
-        return ""
-    return tree_text(root, boilerplate=boilerplate, max_chars=max_chars)
-
-
-_INVISIBLE_TAGS = frozenset(_INVISIBLE)
-_BOILERPLATE_TAG_SET = frozenset(_BOILERPLATE_TAGS)
-_BLOCK_TAGS = frozenset(_BLOCKS)
-_LINK_ONLY_TAGS = frozenset({"ul", "ol", "dl", "table", "div", "p", "section", "td"})
-# What _LINK_ONLY_BLOCKS' translate() deletes before normalize-space().
-_LINK_PUNCTUATION = str.maketrans("", "", "|·•-–—/»«›‹,:;()[]")
-_XPATH_SPACE = " \t\r\n"
-
-
-def _free_text(text: str) -> bool:
-    """Whether ``text`` (outside any link) keeps a block from being link-only."""
-    return bool(text.translate(_LINK_PUNCTUATION).strip(_XPATH_SPACE))
-
-
-def tree_text(root, *, boilerplate: bool = True, max_chars: int | None = None) -> str:
-    """:func:`visible_text` of an already parsed lxml tree ``root``.
-
-    The tree is only read, never changed, so it can be the one Scrapy's
-    selector parsed (``response.selector.root``) and the spider then uses:
-    removed parts (invisible elements, boilerplate, link-only blocks) are
-    skipped while walking. Comments and processing instructions are skipped
-    (their tails are text). ``max_chars``: stop reading after about this
-    many characters of text (a fingerprint needs no more than the start of
-    a huge page; ``None``: all).
-    """
-    if not isinstance(root.tag, str) or _skipped(root, boilerplate):
-        return ""
-    budget = max_chars if max_chars is not None else -1
-    # One frame per open element: [children iterator, pieces, has <a> below,
-    # free text below, inside an <a>, element]. Iterative: documents may be
-    # nested deeper than Python's recursion limit (parsel parses huge trees).
-    in_a = root.tag == "a"
-    text = root.text
-    pieces: list[str] = [text] if text else []
-    stack = [[iter(root), pieces, False, bool(text) and not in_a and _free_text(text), in_a, root]]
-    seen = len(text) if text else 0
-    while stack:
-        frame = stack[-1]
-        child = next(frame[0], None) if budget < 0 or seen < budget else None
-        if child is None:
-            stack.pop()
-            element = frame[5]
-            if not stack:
-                pieces = frame[1]
-                if element.tag in _BLOCK_TAGS:
-                    pieces.append("\n")
-                break
-            parent = stack[-1]
-            tag = element.tag
-            has_a, free = frame[2], frame[3]
-            if has_a or tag == "a":
-                parent[2] = True
-            if free:
-                parent[3] = True
-            if not (boilerplate and has_a and not free and tag in _LINK_ONLY_TAGS):
-                parent[1].extend(frame[1])
-                if tag in _BLOCK_TAGS:
-                    parent[1].append("\n")
-            tail = element.tail
-            if tail:
-                parent[1].append(tail)
-                seen += len(tail)
-                if not parent[3] and not parent[4] and _free_text(tail):
-                    parent[3] = True
-            continue
-        if not isinstance(child.tag, str) or _skipped(child, boilerplate):
-            tail = child.tail
-            if tail:
-                frame[1].append(tail)
-                seen += len(tail)
-                if not frame[3] and not frame[4] and _free_text(tail):
-                    frame[3] = True
-            continue
-        in_a = frame[4] or child.tag == "a"
-        text = child.text
-        if text:
-            seen += len(text)
-            stack.append([iter(child), [text], False, not in_a and _free_text(text), in_a, child])
-        else:
-            stack.append([iter(child), [], False, False, in_a, child])
-    return "".join(pieces)
-
-
-def _skipped(element, boilerplate: bool) -> bool:
-    tag = element.tag
-    if tag in _INVISIBLE_TAGS:
-        return True
-    return boilerplate and (tag in _BOILERPLATE_TAG_SET or _is_boilerplate(element))

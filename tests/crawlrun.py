@@ -2,7 +2,8 @@
 
 Usage: python crawlrun.py CONFIG.json — CONFIG has ``seeds`` (URLs),
 ``settings`` (Scrapy settings), ``out`` (report path) and optionally
-``check_greedy`` (verify every pop hands out the richest ready URL).
+``check_greedy`` (verify every pop hands out the richest ready URL) and
+``spider_args`` (spider attributes, e.g. ``allowed_domains``).
 Run in a subprocess: a Twisted reactor cannot be started twice.
 """
 
@@ -78,7 +79,7 @@ def main(config_path: str) -> None:
     }
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(FollowAllSpider)
-    process.crawl(crawler, seeds=config["seeds"])
+    process.crawl(crawler, seeds=config["seeds"], **config.get("spider_args", {}))
     process.start()
     stats = {k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, (int, float, str))}
     with open(config["out"], "w") as f:

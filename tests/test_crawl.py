@@ -16,11 +16,12 @@ from localsite import SPECIAL, LocalSite
 RUNNER = Path(__file__).with_name("crawlrun.py")
 
 
-def start_crawl(tmp_path, name, seeds, settings, check_greedy=False):
+def start_crawl(tmp_path, name, seeds, settings, check_greedy=False, spider_args=None):
     out = tmp_path / f"{name}.json"
     config = tmp_path / f"{name}.config.json"
     config.write_text(json.dumps({
         "seeds": seeds, "settings": settings, "out": str(out), "check_greedy": check_greedy,
+        "spider_args": spider_args or {},
     }))
     log = open(tmp_path / f"{name}.log", "w")
     process = subprocess.Popen([sys.executable, str(RUNNER), str(config)], stdout=log, stderr=subprocess.STDOUT)
@@ -81,6 +82,25 @@ def test_crawl_with_errors_redirects_timeouts_and_binaries(tmp_path):
     for page in graph:
         expected = {site.base + href for href in site.graph[page["url"].removeprefix(site.base)]}
         assert set(page["links"]) == expected - {page["url"]}
+
+
+def test_offsite_links_are_refused_as_they_come_in(tmp_path):
+    """Links outside allowed_domains get no cash and no turn: refused when
+    their page is visited, never handed out to be dropped by Scrapy."""
+    with LocalSite(pages=40) as site:
+        offsite = site.base.replace("127.0.0.1", "localhost")
+        for i, path in enumerate(sorted(site.graph)[:10]):
+            site.graph[path] = site.graph[path] + [f"{offsite}/p{i}", f"http://offsite.invalid/{i}"]
+        process, out = start_crawl(tmp_path, "offsite", [site.base + "/p0"], {"RETRY_TIMES": 0},
+                                   spider_args={"allowed_domains": ["127.0.0.1"]})
+        report = finish(process, out)
+        hits = dict(site.hits)
+        reachable = site.reachable_pages()
+    stats = report["stats"]
+    assert stats["aopic/refused/offsite"] >= 10
+    assert "aopic/failed/ignored" not in stats and "offsite/filtered" not in stats
+    assert {p: hits.get(p, 0) for p in reachable} == {p: 1 for p in reachable}
+    assert stats["aopic/conservation_error"] <= 1e-9
 
 
 def test_sigkill_mid_crawl_then_resume(tmp_path):

@@ -628,3 +628,27 @@ def test_store_from_crawler_settings(redis_server):
     )
     assert fresh.totals().known == 0 and fresh.host_concurrency == 0
     fresh.clear()
+
+
+def test_seeds_taken_count_as_work_until_scheduled(store, monkeypatch):
+    """Between a worker's take and its scheduling, the start-URLs key is
+    empty and the frontier too: the claim keeps other workers from seeing
+    the crawl idle (and closing) in that window. A dead taker's claim ends."""
+    import scrapy_aopic.store.redis as redis_store
+
+    key = f"{store.key_prefix}:start_urls"
+    store.server.rpush(key, b"http://a.example/", b"http://b.example/")
+    assert store.activity(key) == (0, 0, 2)
+    assert store.take_seeds(key, 16) == [b"http://a.example/", b"http://b.example/"]
+    assert store.server.llen(key) == 0
+    assert store.activity(key) == (0, 0, 1)  # one batch in transit
+    store.seeds_scheduled(key)
+    assert store.activity(key) == (0, 0, 0)
+    assert store.take_seeds(key, 16) == []  # nothing taken: no claim
+    assert store.activity(key) == (0, 0, 0)
+    monkeypatch.setattr(redis_store, "SEED_CLAIM_SECONDS", 0.05)
+    store.server.rpush(key, b"http://c.example/")
+    assert store.take_seeds(key, 16) == [b"http://c.example/"]
+    assert store.activity(key)[2] == 1
+    time.sleep(0.1)  # the taker died: its claim runs out
+    assert store.activity(key) == (0, 0, 0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from scrapy import Request, Spider
 from scrapy.core.downloader import Slot
@@ -9,6 +11,7 @@ from scrapy.core.scheduler import BaseScheduler
 from scrapy.utils.test import get_crawler
 
 from scrapy_aopic.frontier import Frontier
+from scrapy_aopic.requestcodec import decode_request, encode_request
 from scrapy_aopic.scheduler import AopicScheduler
 from scrapy_aopic.store import PENDING
 
@@ -113,6 +116,25 @@ def test_requests_come_back_whole():
     assert out.meta["custom"] == [1, 2]
     assert out.cb_kwargs == {"page": 3}
     assert out.callback.__name__ == "parse_other"
+
+
+@pytest.mark.parametrize("portable", [False, True])
+@pytest.mark.parametrize("url", ["http://a.example/p", "http://A.example/p#frag"])
+def test_followed_links_with_a_referer_are_stored_small_and_come_back_whole(portable, url):
+    """Scrapy's RefererMiddleware gives every followed link a Referer
+    header: such a link is stored as the header and URL, not as a Request."""
+    spider = BroadSpider()
+    link = Request(url, callback=spider.parse, headers={"Referer": "http://a.example/"}, meta={"depth": 2})
+    data = encode_request(link, "http://a.example/p", spider, portable=portable)
+    assert not isinstance(data, Request)
+    if portable:
+        data = json.loads(json.dumps(data))
+    out = decode_request("http://a.example/p", data, spider)
+    assert out.url == link.url and out.method == "GET" and out.callback is None
+    assert out.headers.getlist(b"Referer") == [b"http://a.example/"]
+    # Any other header makes it a full request again.
+    link.headers[b"X-Other"] = b"1"
+    assert isinstance(encode_request(link, "http://a.example/p", spider, portable=False), Request)
 
 
 def test_dont_filter_queues_a_crawled_url_again():

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import simhash as reference
+from lxml import etree
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scrapy import Request, Spider
@@ -25,8 +26,8 @@ from scrapy_aopic.simhash import (
     body_checksum,
     hamming,
     sketch_similarity,
-    visible_text,
 )
+from scrapy_aopic.visibletext import _STYLESHEETS, _walk_text, tree_text, visible_text
 from scrapy_aopic.simhash_index import NearDuplicateIndex, SimhashIndex
 from scrapy_aopic.store.base import ALIAS
 
@@ -128,8 +129,9 @@ def test_visible_text_drops_scripts_styles_and_boilerplate():
     <footer>Copyright</footer><!-- a comment --></body></html>"""
     text = visible_text(html)
     words = text.split()
-    assert "First" in words and "paragraph" in words and "bold" in words and "this" in words
-    for gone in ("Site", "Home", "Sidebar", "cookies", "Buy", "hidden", "color", "Link", "Copyright", "comment", "T"):
+    assert "First" in words and "paragraph" in words and "bold" in words and "See" in words and "too" in words
+    # Link text is left out everywhere: menus, tag clouds and pagers are all links.
+    for gone in ("Site", "Home", "Sidebar", "cookies", "Buy", "hidden", "color", "Link", "this", "Copyright", "comment", "T"):
         assert gone not in words, gone
     # Blocks are separate words; inline markup is not a separator.
     assert "paragraphsecond" not in text and "bold one" in text
@@ -149,6 +151,34 @@ def test_visible_text_drops_scripts_styles_and_boilerplate():
 def test_visible_text_never_raises(html):
     assert isinstance(visible_text(html), str)
     assert isinstance(visible_text(html.encode("utf-8", "replace")), str)
+
+
+@pytest.mark.parametrize("boilerplate", [True, False])
+def test_stylesheet_and_walk_write_the_same_text(boilerplate):
+    """The C path (XSLT, pages without boilerplate classes) and the Python
+    walk must agree exactly, newlines included, on pages of every kind."""
+    pages = corpus.build_corpus(
+        [(f"Text {i}", f"Paragraph {i} of some text. " * 20) for i in range(30)], random.Random(5), copies=(1, 2)
+    )
+    pages = [page.html for page in pages] + [
+        "<html><body><p>a<!-- c -->b<?pi x?>c</p><div>d<br>e</div><table><tr><td>f</td><td>g</td></tr></table>"
+        "<pre>h\n i</pre><ul><li>j<li>k</ul><script>x</script>tail<a href=/>l</a>m</body></html>",
+        "<html><body><header>h</header><main class='nav'><p>kept</p></main><svg><text>s</text></svg>t</body></html>",
+    ]
+    for html in pages:
+        root = etree.fromstring(html.encode(), etree.HTMLParser())
+        assert tree_text(root, boilerplate=boilerplate) == _walk_text(root, boilerplate), html
+        # Without class, id and role values, tree_text takes the stylesheet.
+        etree.strip_attributes(root, "class", "id", "role")
+        assert str(_STYLESHEETS[boilerplate](root)) == _walk_text(root, boilerplate), html
+
+
+def test_extraction_leaves_the_tree_unchanged():
+    html = b"<html><body><div class='sidebar'>s</div><p>p <a href='/'>x</a></p></body></html>"
+    root = etree.fromstring(html, etree.HTMLParser())
+    before = etree.tostring(root)
+    assert tree_text(root).split() == ["p"]
+    assert etree.tostring(root) == before
 
 
 def test_never_drops_the_body_for_a_boilerplate_class():

@@ -16,7 +16,8 @@ from scrapy.http import HtmlResponse
 
 from .. import settings as aopic_settings
 from ..frontier import DUPLICATE_OF, KEY, Frontier
-from ..simhash import FINGERPRINT_MODES, Fingerprinter, Signature, body_checksum, tree_text, visible_text
+from ..simhash import FINGERPRINT_MODES, Fingerprinter, Signature, body_checksum
+from ..visibletext import tree_text, visible_text
 from ..simhash_index import NearDuplicateIndex
 from ..url_patterns import DuplicatePatterns
 

@@ -159,6 +159,11 @@ class FrontierStore(ABC):
     def get(self, url: str) -> AccountView | None:
         """Snapshot of the account of canonical ``url``, if known."""
 
+    def knows(self, url: str) -> bool:
+        """Whether canonical ``url`` has an account. Local stores answer
+        without building a snapshot; the default asks :meth:`get`."""
+        return self.get(url) is not None
+
     @abstractmethod
     def iter_accounts(self) -> Iterator[AccountView]:
         """Every account, in no particular order (O(n): exports, checks)."""

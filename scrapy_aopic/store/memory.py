@@ -401,6 +401,9 @@ class MemoryStore(FrontierStore):
         acc = self._accounts.get(url)
         return None if acc is None else self._view(url, acc)
 
+    def knows(self, url: str) -> bool:
+        return url in self._accounts
+
     def iter_accounts(self) -> Iterator[AccountView]:
         for url, acc in self._accounts.items():
             yield self._view(url, acc)

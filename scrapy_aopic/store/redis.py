@@ -848,7 +848,8 @@ _READ_OPS = frozenset({"pop", "peek", "ping", "recount"})
 # Take up to ARGV[1] entries from a seeds key, atomically, whatever its type
 # (scrapy-redis feeds lists, sets or sorted sets): {type, entries...}
 _TAKE_SEEDS_LUA = r"""
-local key, n = KEYS[1], tonumber(ARGV[1])
+redis.replicate_commands()  -- writes after TIME (Redis 5-6; a no-op from 7)
+local key, taken, n = KEYS[1], KEYS[2], tonumber(ARGV[1])
 local kind = redis.call('TYPE', key).ok
 local out
 if kind == 'list' then
@@ -863,12 +864,21 @@ elseif kind == 'zset' then
 else
   out = {}
 end
+if #out > 0 then
+  -- A claim on the batch until the taker has scheduled it (or its deadline
+  -- passed: a worker killed in between): the crawl is not idle meanwhile.
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('ZREMRANGEBYSCORE', taken, '-inf', now)
+  redis.call('ZADD', taken, now + tonumber(ARGV[3]), ARGV[2])
+end
 table.insert(out, 1, kind)
 return out
 """
 
-# How much work the shared crawl has, read atomically:
-# {pending, open leases, seeds waiting in KEYS[3] (list, set or zset)}
+# How much work the shared crawl has, read atomically: {pending, open
+# leases, seeds waiting in KEYS[3] (list, set or zset) or taken from it and
+# not yet scheduled (live claims in KEYS[4])}
 _ACTIVITY_LUA = r"""
 local pending = tonumber(redis.call('HGET', KEYS[1], 'pending') or '0') or 0
 local leases = redis.call('HLEN', KEYS[2])
@@ -878,9 +888,21 @@ if KEYS[3] then
   if kind == 'list' then seeds = redis.call('LLEN', KEYS[3])
   elseif kind == 'set' then seeds = redis.call('SCARD', KEYS[3])
   elseif kind == 'zset' then seeds = redis.call('ZCARD', KEYS[3]) end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  seeds = seeds + redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')
 end
 return {pending, leases, seeds}
 """
+
+#: Seconds a batch of seeds taken by a worker counts as work of the crawl
+#: before that worker has scheduled it (longer only if the worker died).
+SEED_CLAIM_SECONDS = 60
+
+
+def seed_claims_key(seeds_key: str) -> str:
+    """The sorted set of claims on batches taken from ``seeds_key``."""
+    return f"{seeds_key}:taken"
 
 
 def _text(value: bytes | str | None) -> str | None:
@@ -1031,6 +1053,7 @@ class RedisStore(FrontierStore):
         # since it was read (other workers' changes are seen by the next pop).
         self._pending_fresh = False
         self._scripts: dict[str, Any] = {}
+        self._seed_claims: list[str] = []  # see take_seeds
         # pop tokens (see the script's 'pop'): this worker's id and a counter
         self._worker_id = ""
         self._token_pid = 0
@@ -1359,7 +1382,7 @@ class RedisStore(FrontierStore):
         the links its page yielded."""
         keys = [self.keys["tot"], self.keys["lease"]]
         if seeds_key:
-            keys.append(seeds_key)
+            keys += [seeds_key, seed_claims_key(seeds_key)]
         pending, leases, seeds = self._retrying(
             "activity", lambda: self._script(_ACTIVITY_LUA)(keys=keys)
         )
@@ -1371,17 +1394,30 @@ class RedisStore(FrontierStore):
         """Remove and return up to ``count`` entries of ``seeds_key`` (a
         list: from the head; a set: any; a sorted set: highest score first),
         atomically: two workers never get the same entry. Entries are raw
-        bytes, to be checked by the caller."""
+        bytes, to be checked by the caller, who then calls
+        :meth:`seeds_scheduled`: until then (at most
+        :data:`SEED_CLAIM_SECONDS`) :meth:`activity` counts the batch as
+        seeds waiting, so no other worker sees the crawl idle meanwhile."""
         if count <= 0:
             return []
-        reply = self._retrying(
-            "seeds", lambda: self._script(_TAKE_SEEDS_LUA)(keys=[seeds_key], args=[int(count)])
-        )
+        token = uuid.uuid4().hex
+        keys = [seeds_key, seed_claims_key(seeds_key)]
+        args = [int(count), token, SEED_CLAIM_SECONDS * 1000]
+        reply = self._retrying("seeds", lambda: self._script(_TAKE_SEEDS_LUA)(keys=keys, args=args))
         kind, entries = _text(reply[0]), reply[1:]
         if kind not in ("list", "set", "zset", "none"):
             logger.warning("aopic: seeds key %s is a Redis %s, not a list, set or sorted set; ignored",
                            seeds_key, kind)
+        if entries:
+            self._seed_claims.append(token)
         return entries
+
+    def seeds_scheduled(self, seeds_key: str) -> None:
+        """The batches this worker took from ``seeds_key`` are in the
+        frontier (or were skipped): drop their claims."""
+        claims, self._seed_claims = self._seed_claims, []
+        if claims:
+            self._retrying("seeds", lambda: self.server.zrem(seed_claims_key(seeds_key), *claims))
 
     def _script(self, source: str):
         """A helper script (EVALSHA, loaded again after a Redis restart)."""

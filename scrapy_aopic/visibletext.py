@@ -1,0 +1,203 @@
+"""The visible text of an HTML page: what :mod:`scrapy_aopic.simhash` fingerprints.
+
+Scripts, styles, comments and markup are removed, and, optionally,
+boilerplate: navigation, headers, footers, side bars, ads and link-only
+blocks (menus, tag clouds, pagers). Templates add those to every page of a
+site; left in, they make different pages alike and copies of one page under
+different templates unlike.
+
+:func:`tree_text` reads the tree Scrapy's selector already parsed, so a page
+is parsed once for the spider and the fingerprint. It runs in C: a small
+XSLT stylesheet (libxslt) writes the text, after Python has found the few
+elements the stylesheet cannot recognise by tag alone (boilerplate classes,
+ids and roles; link-only blocks) and marked them with a temporary attribute.
+A walk in Python (:func:`_walk_text`) is the fallback for trees the
+stylesheet refuses (nesting deeper than libxslt's recursion limit).
+"""
+
+from __future__ import annotations
+
+import re
+
+from lxml import etree
+
+__all__ = ["tree_text", "visible_text"]
+
+#: Elements whose content is never visible text.
+_INVISIBLE = (
+    "head", "script", "style", "noscript", "template", "svg", "math", "iframe",
+    "object", "embed", "canvas", "select", "textarea", "button", "audio", "video",
+)  # fmt: skip
+#: Elements that hold a site's template rather than a page's content.
+_BOILERPLATE_TAGS = ("nav", "header", "footer", "aside", "form", "menu", "dialog")
+#: ARIA roles of template regions.
+_BOILERPLATE_ROLES = frozenset(
+    {"navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar", "dialog", "alert"}
+)
+#: Words that, as a whole token of a class or id, mark template regions and ads.
+_BOILERPLATE_WORDS = frozenset(
+    """nav navbar navigation menu menubar topbar header masthead banner footer
+    sidebar side-bar aside breadcrumb breadcrumbs crumbs ad ads advert adverts
+    advertisement advertising sponsor sponsored promo promotion cookie cookies
+    consent share sharing social related comments comment disqus newsletter
+    subscribe popup modal toolbar skip pagination pager widget widgets
+    copyright legal""".split()
+)
+#: Containers of the whole page or of its main content, whatever their class.
+_NEVER_BOILERPLATE = frozenset({"html", "body", "main", "article"})
+_CLASS_TOKEN = re.compile(r"[\s_-]+")
+#: Elements that end a line of text.
+_BLOCKS = (
+    "p", "div", "br", "li", "td", "th", "tr", "h1", "h2", "h3", "h4", "h5", "h6",
+    "section", "article", "main", "blockquote", "pre", "table", "ul", "ol", "dl",
+    "dt", "dd", "hr", "figure", "figcaption", "address", "center", "title",
+)  # fmt: skip
+_XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>", re.I)
+
+_parser = etree.HTMLParser(
+    recover=True, encoding="utf-8", remove_comments=True, remove_pis=True, no_network=True
+)
+
+
+_boilerplate_marks: dict[str, bool] = {}
+
+
+def _marks_boilerplate(value: str) -> bool:
+    """Whether a class or id value holds a boilerplate word (memoized: a
+    site's templates repeat a few hundred values on every page)."""
+    marked = _boilerplate_marks.get(value)
+    if marked is None:
+        marked = any(token in _BOILERPLATE_WORDS for token in _CLASS_TOKEN.split(value.lower()))
+        if len(_boilerplate_marks) >= 1 << 12:
+            _boilerplate_marks.clear()
+        _boilerplate_marks[value] = marked
+    return marked
+
+
+def visible_text(html: str | bytes, *, boilerplate: bool = True, max_chars: int | None = None) -> str:
+    """The text a reader sees in ``html`` (``str``, or UTF-8 ``bytes``).
+
+    Scripts, styles, comments and markup are removed, and with
+    ``boilerplate`` (default) also navigation, headers, footers, side bars,
+    ads and link-only blocks. Malformed HTML is repaired by lxml's parser;
+    nothing here raises on bad input (an unparsable document has no text).
+    ``max_chars``: see :func:`tree_text`.
+    """
+    if isinstance(html, str):
+        html = _XML_DECLARATION.sub("", html, count=1)
+        data = html.replace("\x00", "").encode("utf-8", "replace")
+    else:
+        data = html.replace(b"\x00", b"")
+    if not data.strip():
+        return ""
+    try:
+        root = etree.fromstring(data, _parser)
+    except (etree.LxmlError, ValueError):
+        return ""
+    if root is None:
+        return ""
+    return tree_text(root, boilerplate=boilerplate, max_chars=max_chars)
+
+
+_INVISIBLE_TAGS = frozenset(_INVISIBLE)
+_BOILERPLATE_TAG_SET = frozenset(_BOILERPLATE_TAGS)
+_BLOCK_TAGS = frozenset(_BLOCKS)
+
+
+def tree_text(root, *, boilerplate: bool = True, max_chars: int | None = None) -> str:
+    """:func:`visible_text` of an already parsed lxml tree ``root``.
+
+    The tree is only read, never changed, so it can be the one Scrapy's
+    selector parsed (``response.selector.root``) and the spider then uses.
+    Comments and processing instructions are skipped (their tails are
+    text). ``max_chars``: keep about this many characters of text (a
+    fingerprint needs no more than the start of a huge page; ``None``: all).
+    """
+    if not isinstance(root.tag, str):
+        return ""
+    if boilerplate and any(map(_may_mark_boilerplate, set(_MARKING_ATTRIBUTES(root)))):
+        # The stylesheet sees tags only; judging class, id and role values
+        # element by element in XPath costs more than this walk.
+        text = _walk_text(root, boilerplate)
+    else:
+        try:
+            text = str(_STYLESHEETS[boilerplate](root))
+        except etree.XSLTApplyError:  # nested deeper than libxslt's recursion limit
+            text = _walk_text(root, boilerplate)
+    return text if max_chars is None else text[:max_chars]
+
+
+def _stylesheet(boilerplate: bool) -> etree.XSLT:
+    """The XSLT that writes a tree's visible text: every text node is
+    copied, a block element ends a line, invisible elements are skipped,
+    and with ``boilerplate`` also template tags and links."""
+    skipped = list(_INVISIBLE) + ([*_BOILERPLATE_TAGS, "a"] if boilerplate else [])
+    source = f"""<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">
+      <xsl:output method="text" encoding="utf-8"/>
+      <xsl:template match="{"|".join(skipped)}" priority="2"/>
+      <xsl:template match="{"|".join(_BLOCKS)}"><xsl:apply-templates/><xsl:text>&#10;</xsl:text></xsl:template>
+    </xsl:stylesheet>"""
+    return etree.XSLT(etree.XML(source), access_control=etree.XSLTAccessControl.DENY_ALL)
+
+
+_STYLESHEETS = {boilerplate: _stylesheet(boilerplate) for boilerplate in (False, True)}
+#: Every class, id and role value of a page, in one pass (plain strings).
+_MARKING_ATTRIBUTES = etree.XPath("//@class | //@id | //@role", smart_strings=False)
+
+
+def _walk_text(root, boilerplate: bool) -> str:
+    """The stylesheet's output, computed in Python, where class, id and role
+    values are judged too. ``iterwalk`` keeps the walk iterative (any depth)
+    and in C between the elements it returns."""
+    pieces: list[str] = []
+    append = pieces.append
+    walker = etree.iterwalk(root, events=("start", "end", "comment", "pi"))
+    just_skipped = False
+    for event, element in walker:
+        if event == "start":
+            if _skipped(element, boilerplate):
+                walker.skip_subtree()  # the next event is this element's end
+                just_skipped = True
+            elif element.text:
+                append(element.text)
+            continue
+        if event == "end":
+            if just_skipped:
+                just_skipped = False
+            elif element.tag in _BLOCK_TAGS:
+                append("\n")
+        if element.tail:  # also of comments and processing instructions
+            append(element.tail)
+    return "".join(pieces)
+
+
+def _skipped(element, boilerplate: bool) -> bool:
+    tag = element.tag
+    if tag in _INVISIBLE_TAGS:
+        return True
+    if not boilerplate or tag in _NEVER_BOILERPLATE:
+        return False
+    if tag in _BOILERPLATE_TAG_SET or tag == "a":
+        return True
+    value = element.get("class")
+    if value and _marks_boilerplate(value):
+        return True
+    value = element.get("id")
+    if value and _boilerplate_id(value):
+        return True
+    value = element.get("role")
+    return bool(value) and _boilerplate_role(value)
+
+
+def _boilerplate_id(value: str) -> bool:
+    # ids are mostly unique per page: not worth memoizing, unlike classes.
+    return any(token in _BOILERPLATE_WORDS for token in _CLASS_TOKEN.split(value.lower()))
+
+
+def _boilerplate_role(value: str) -> bool:
+    return value.strip().lower() in _BOILERPLATE_ROLES
+
+
+def _may_mark_boilerplate(value: str) -> bool:
+    """Whether ``value``, as a class, id or role, would mark boilerplate."""
+    return _marks_boilerplate(value) or _boilerplate_role(value)
