@@ -169,8 +169,9 @@ define("AOPIC_SIMHASH_BOILERPLATE", True, "hygiene", """
     Remove boilerplate before fingerprinting: ``nav``, ``header``,
     ``footer``, ``aside``, forms, ARIA template roles, elements whose class
     or id names a template part or an ad (``sidebar``, ``menu``, ``ad``,
-    ``cookie``, ...) and blocks whose only text is links. Scripts, styles
-    and markup are always removed.""")
+    ``cookie``, ...) and lone links (a link whose list item, table cell or
+    block has no text of its own beside it: menus, tag clouds, pagers).
+    Scripts, styles and markup are always removed.""")
 define("AOPIC_SIMHASH_MIN_CHARS", 100, "hygiene", """
     Pages with fewer word characters of visible text are not compared by
     SimHash (nor indexed as originals): a fingerprint of a few words says

@@ -97,13 +97,18 @@ def _bmp_tables() -> tuple[np.ndarray, np.ndarray]:
     once, from the same regular expressions)."""
     global _tables
     if _tables is None:
-        char = re.compile(_WORD.pattern[:-1])  # one character of the class
-        digit = re.compile(r"\d")
-        chars = [chr(c) for c in range(0x10000)]
-        _tables = (
-            np.fromiter((char.match(c) is not None for c in chars), dtype=bool, count=0x10000),
-            np.fromiter((digit.match(c) is not None for c in chars), dtype=bool, count=0x10000),
-        )
+        # One regex pass over all BMP characters per table (not one match
+        # call per character: this runs at every crawl's first page).
+        chars = "".join(map(chr, range(0x10000)))
+
+        def table(pattern: str) -> np.ndarray:
+            marked = re.sub(pattern, "\x00", chars)  # one character for one
+            points = np.frombuffer(marked.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+            found = points == 0
+            found[0] = re.match(pattern, "\x00") is not None
+            return found
+
+        _tables = (table(_WORD.pattern[:-1]), table(r"\d"))
     return _tables
 
 

@@ -1,18 +1,19 @@
 """The visible text of an HTML page: what :mod:`scrapy_aopic.simhash` fingerprints.
 
 Scripts, styles, comments and markup are removed, and, optionally,
-boilerplate: navigation, headers, footers, side bars, ads and link-only
-blocks (menus, tag clouds, pagers). Templates add those to every page of a
+boilerplate: navigation, headers, footers, side bars, ads, and *lone links*
+(a link whose list item, table cell or block has no text of its own beside
+it: menus, tag clouds, pagers). Templates add those to every page of a
 site; left in, they make different pages alike and copies of one page under
 different templates unlike.
 
 :func:`tree_text` reads the tree Scrapy's selector already parsed, so a page
-is parsed once for the spider and the fingerprint. It runs in C: a small
-XSLT stylesheet (libxslt) writes the text, after Python has found the few
-elements the stylesheet cannot recognise by tag alone (boilerplate classes,
-ids and roles; link-only blocks) and marked them with a temporary attribute.
-A walk in Python (:func:`_walk_text`) is the fallback for trees the
-stylesheet refuses (nesting deeper than libxslt's recursion limit).
+is parsed once for the spider and the fingerprint, and never changes it.
+It runs in C: a small XSLT stylesheet (libxslt) writes the text. The
+stylesheet judges elements by their tags; a page whose class, id or role
+values mark boilerplate is walked in Python instead (:func:`_walk_text`,
+also the fallback for trees deeper than libxslt's recursion limit). The two
+write exactly the same text.
 """
 
 from __future__ import annotations
@@ -52,6 +53,15 @@ _BLOCKS = (
     "section", "article", "main", "blockquote", "pre", "table", "ul", "ol", "dl",
     "dt", "dd", "hr", "figure", "figcaption", "address", "center", "title",
 )  # fmt: skip
+#: Separators between links in menus and pagers: text made of these alone
+#: does not make a link part of a sentence.
+_LINK_PUNCTUATION = "|·•-–—/»«›‹,:;()[]"
+_DELETE_LINK_PUNCTUATION = str.maketrans("", "", _LINK_PUNCTUATION)
+#: Where menus, tag clouds and pagers put their links.
+_LINK_CONTAINERS = frozenset("ul ol li dl dt dd table tr td th div p section".split())
+#: Text longer than this is a sentence, not separators, without a closer look.
+_SURELY_FREE = 12
+_XPATH_SPACES = re.compile("[ \t\r\n]+")
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>", re.I)
 
 _parser = etree.HTMLParser(
@@ -79,7 +89,7 @@ def visible_text(html: str | bytes, *, boilerplate: bool = True, max_chars: int 
 
     Scripts, styles, comments and markup are removed, and with
     ``boilerplate`` (default) also navigation, headers, footers, side bars,
-    ads and link-only blocks. Malformed HTML is repaired by lxml's parser;
+    ads and lone links. Malformed HTML is repaired by lxml's parser;
     nothing here raises on bad input (an unparsable document has no text).
     ``max_chars``: see :func:`tree_text`.
     """
@@ -130,8 +140,17 @@ def tree_text(root, *, boilerplate: bool = True, max_chars: int | None = None) -
 def _stylesheet(boilerplate: bool) -> etree.XSLT:
     """The XSLT that writes a tree's visible text: every text node is
     copied, a block element ends a line, invisible elements are skipped,
-    and with ``boilerplate`` also template tags and links."""
-    skipped = list(_INVISIBLE) + ([*_BOILERPLATE_TAGS, "a"] if boilerplate else [])
+    and with ``boilerplate`` also template tags and lone links."""
+    skipped = list(_INVISIBLE)
+    if boilerplate:
+        skipped += _BOILERPLATE_TAGS
+        # The length test first: translate() is slow in libxml2.
+        free = (
+            f"string-length(normalize-space(.)) > {_SURELY_FREE}"
+            f" or normalize-space(translate(., '{_LINK_PUNCTUATION}', ''))"
+        )
+        containers = " or ".join(f"parent::{tag}" for tag in sorted(_LINK_CONTAINERS))
+        skipped.append(f"a[{containers}][not(../text()[{free}])]")
     source = f"""<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">
       <xsl:output method="text" encoding="utf-8"/>
       <xsl:template match="{"|".join(skipped)}" priority="2"/>
@@ -177,8 +196,10 @@ def _skipped(element, boilerplate: bool) -> bool:
         return True
     if not boilerplate or tag in _NEVER_BOILERPLATE:
         return False
-    if tag in _BOILERPLATE_TAG_SET or tag == "a":
+    if tag in _BOILERPLATE_TAG_SET:
         return True
+    if tag == "a":
+        return _lone_link(element)
     value = element.get("class")
     if value and _marks_boilerplate(value):
         return True
@@ -187,6 +208,32 @@ def _skipped(element, boilerplate: bool) -> bool:
         return True
     value = element.get("role")
     return bool(value) and _boilerplate_role(value)
+
+
+def _lone_link(link) -> bool:
+    """Whether ``link`` sits in a list item, table cell or block
+    (:data:`_LINK_CONTAINERS`) with no text of its own beside its elements
+    (punctuation and white space aside): a menu entry, a tag in a cloud, a
+    pager's number, a cell that is a link. Such links are left out; a link
+    inside a sentence, a heading or inline markup is text."""
+    parent = link.getparent()
+    if parent is None:
+        return True
+    if parent.tag not in _LINK_CONTAINERS:
+        return False
+    if parent.text and _free_text(parent.text):
+        return False
+    return not any(child.tail and _free_text(child.tail) for child in parent)
+
+
+def _free_text(text: str) -> bool:
+    """Whether ``text`` is more than white space and link punctuation
+    (or, whatever it holds, longer than :data:`_SURELY_FREE` characters
+    once its white space is normalized, as XPath's ``normalize-space``)."""
+    if len(_XPATH_SPACES.sub(" ", text).strip(" ")) > _SURELY_FREE:
+        return True
+    return bool(text.translate(_DELETE_LINK_PUNCTUATION).strip(" \t\r\n"))
+
 
 
 def _boilerplate_id(value: str) -> bool:
