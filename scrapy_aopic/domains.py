@@ -46,12 +46,28 @@ def registered_domain(host: str) -> str:
     return f"{parts.domain}.{parts.suffix}"
 
 
+def origin_of(url: str) -> str:
+    """``scheme://netloc`` of an absolute URL, without parsing it (all of
+    ``url`` when it has no ``://``)."""
+    start = url.find("://")
+    if start < 0:
+        return url
+    end = len(url)
+    for mark in "/?#":
+        i = url.find(mark, start + 3)
+        if 0 <= i < end:
+            end = i
+    return url[:end]
+
+
+def netloc_of(url: str) -> str:
+    """``netloc`` of an absolute URL (``""`` when it has no ``://``)."""
+    return origin_of(url).partition("://")[2]
+
+
 def host_of(canonical_url: str) -> str:
     """Host name (no port, no user info) of a canonical URL."""
-    rest = canonical_url.partition("://")[2]
-    for mark in "/?#":
-        rest = rest.split(mark, 1)[0]
-    hostport = rest.rpartition("@")[2]
+    hostport = netloc_of(canonical_url).rpartition("@")[2]
     if hostport.startswith("["):
         return hostport[: hostport.find("]") + 1]
     return hostport.split(":", 1)[0]

@@ -41,10 +41,11 @@ from scrapy.utils.httpobj import urlparse_cached
 from . import settings as aopic_settings
 from . import signals as aopic_signals
 from .canonical import build_canonicalizer
+from .domains import origin_of
 from .engine import AopicEngine, RankedPage
 from .journal import JournaledStore
-from .recrawl.hook import RecrawlHook, effective_history_window
 from .offsite import OffsiteLinkFilter
+from .recrawl.hook import RecrawlHook, effective_history_window
 from .requestcodec import decode_request, encode_request
 from .store.base import STATE_NAMES, FrontierStore, Lease, Link
 from .store.memory import MemoryStore
@@ -552,12 +553,7 @@ class Frontier:
         start = url.find("://")
         if start <= 0 or url.find(":") != start:
             return cls.host_of(request)
-        end = len(url)
-        for mark in "/?#":
-            i = url.find(mark, start + 3)
-            if 0 <= i < end:
-                end = i
-        origin = url[:end]
+        origin = origin_of(url)
         host = cls._hostnames.get(origin)
         if host is None:
             from urllib.parse import urlparse

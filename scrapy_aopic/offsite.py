@@ -15,6 +15,8 @@ from typing import Any
 from scrapy import Request, Spider
 from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
 
+from .domains import origin_of
+
 #: Hosts remembered per filter before the memo starts over.
 MEMO_SIZE = 1 << 16
 
@@ -55,7 +57,7 @@ class OffsiteLinkFilter:
         if domains != self._domains:
             self._domains = list(domains) if domains else domains
             self._follow.clear()
-        origin = _origin(url)
+        origin = origin_of(url)  # the host depends on nothing else
         follow = self._follow.get(origin)
         if follow is None:
             follow = self.middleware.should_follow(request, self.spider)
@@ -64,15 +66,3 @@ class OffsiteLinkFilter:
             self._follow[origin] = follow
         return None if follow else "offsite"
 
-
-def _origin(url: str) -> str:
-    """``scheme://netloc`` of an absolute URL (what the host depends on)."""
-    start = url.find("://")
-    if start < 0:
-        return url
-    end = len(url)
-    for mark in "/?#":
-        i = url.find(mark, start + 3)
-        if 0 <= i < end:
-            end = i
-    return url[:end]

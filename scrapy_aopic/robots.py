@@ -28,6 +28,7 @@ from scrapy import signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 
 from . import settings as aopic_settings
+from .domains import netloc_of
 from .frontier import Frontier
 
 if TYPE_CHECKING:
@@ -39,13 +40,6 @@ logger = logging.getLogger(__name__)
 
 #: The message of Scrapy's ``IgnoreRequest`` for a disallowed URL.
 FORBIDDEN_MESSAGE = "Forbidden by robots.txt"
-
-
-def _netloc(canonical: str) -> str:
-    rest = canonical.partition("://")[2]
-    for mark in "/?#":
-        rest = rest.split(mark, 1)[0]
-    return rest
 
 
 class RobotsRules:
@@ -71,7 +65,7 @@ class RobotsRules:
 
     def parser_for(self, url: str, canonical: str) -> RobotParser | None:
         """The parser of ``url``'s host, if its robots.txt is known."""
-        parser = self._parsers.get(_netloc(canonical))
+        parser = self._parsers.get(netloc_of(canonical))
         if parser is None and self.fallback is not None:
             try:
                 parser = self.fallback(urlsplit(url).netloc)
@@ -152,7 +146,7 @@ class RobotsCashMiddleware:
         key = self.frontier.canonicalize(request.url)
         if key is None:
             return
-        self.rules.add(_netloc(key), robotparser)
+        self.rules.add(netloc_of(key), robotparser)
         self.stats.inc_value("aopic/robots/hosts_known")
         if self.max_crawl_delay > 0:
             self._apply_crawl_delay(robotparser, request)

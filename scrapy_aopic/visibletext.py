@@ -73,15 +73,20 @@ _boilerplate_marks: dict[str, bool] = {}
 
 
 def _marks_boilerplate(value: str) -> bool:
-    """Whether a class or id value holds a boilerplate word (memoized: a
-    site's templates repeat a few hundred values on every page)."""
+    """:func:`_has_boilerplate_word`, memoized for class values: a site's
+    templates repeat a few hundred of them on every page."""
     marked = _boilerplate_marks.get(value)
     if marked is None:
-        marked = any(token in _BOILERPLATE_WORDS for token in _CLASS_TOKEN.split(value.lower()))
+        marked = _has_boilerplate_word(value)
         if len(_boilerplate_marks) >= 1 << 12:
             _boilerplate_marks.clear()
         _boilerplate_marks[value] = marked
     return marked
+
+
+def _has_boilerplate_word(value: str) -> bool:
+    """Whether a class or id value holds a boilerplate word as a token."""
+    return any(token in _BOILERPLATE_WORDS for token in _CLASS_TOKEN.split(value.lower()))
 
 
 def visible_text(html: str | bytes, *, boilerplate: bool = True, max_chars: int | None = None) -> str:
@@ -204,7 +209,7 @@ def _skipped(element, boilerplate: bool) -> bool:
     if value and _marks_boilerplate(value):
         return True
     value = element.get("id")
-    if value and _boilerplate_id(value):
+    if value and _has_boilerplate_word(value):  # ids are unique per page: no memo
         return True
     value = element.get("role")
     return bool(value) and _boilerplate_role(value)
@@ -234,11 +239,6 @@ def _free_text(text: str) -> bool:
         return True
     return bool(text.translate(_DELETE_LINK_PUNCTUATION).strip(" \t\r\n"))
 
-
-
-def _boilerplate_id(value: str) -> bool:
-    # ids are mostly unique per page: not worth memoizing, unlike classes.
-    return any(token in _BOILERPLATE_WORDS for token in _CLASS_TOKEN.split(value.lower()))
 
 
 def _boilerplate_role(value: str) -> bool:

@@ -27,8 +27,8 @@ from scrapy_aopic.simhash import (
     hamming,
     sketch_similarity,
 )
-from scrapy_aopic.visibletext import _STYLESHEETS, _walk_text, tree_text, visible_text
 from scrapy_aopic.simhash_index import NearDuplicateIndex, SimhashIndex
+from scrapy_aopic.visibletext import _STYLESHEETS, _walk_text, tree_text, visible_text
 from scrapy_aopic.store.base import ALIAS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
