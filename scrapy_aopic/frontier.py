@@ -494,7 +494,7 @@ class Frontier:
         new_links = None
         if self.recrawl is not None:  # a hub's worth is the links it had never shown
             distinct = dict.fromkeys(link.url for link in links)
-            new_links = sum(1 for url in distinct if self.store.get(url) is None)
+            new_links = len(distinct) - self.store.count_known(distinct)
         result = self.engine.visit(lease, links)
         if result is None:
             return passed

@@ -20,6 +20,8 @@ from typing import Any, NamedTuple
 from scrapy import Request, Spider
 from scrapy.utils.request import request_from_dict
 
+from .store.base import REFERER_KEY
+
 logger = logging.getLogger(__name__)
 
 #: meta keys the frontier itself sets or that Scrapy recomputes per fetch.
@@ -46,8 +48,6 @@ class Referred(NamedTuple):
     referer: bytes
 
 
-#: The key that marks the portable (JSON) form of a :class:`Referred` link.
-REFERER_KEY = "aopic_referer"
 
 
 def _referer_only(request: Request) -> bytes | None:

@@ -275,14 +275,8 @@ class SharedCrawl:
         for raw in entries:
             try:
                 url, meta = parse_seed_entry(raw)
-            except ValueError as exc:
-                logger.warning("aopic: entry of %s skipped: %s (%r)", self.seeds_key, exc, raw[:80])
-                stats.inc_value("aopic/redis_seeds_malformed")
-                continue
-            meta["is_start_request"] = True
-            try:
-                request = Request(url, meta=meta)
-            except (TypeError, ValueError) as exc:
+                request = Request(url, meta={**meta, "is_start_request": True})
+            except (TypeError, ValueError) as exc:  # malformed entry, or a URL Scrapy refuses
                 logger.warning("aopic: entry of %s skipped: %s (%r)", self.seeds_key, exc, raw[:80])
                 stats.inc_value("aopic/redis_seeds_malformed")
                 continue

@@ -111,13 +111,18 @@ def url_rule(url: str, canonical: str, depth: int, limits: TrapLimits) -> str | 
     key (dot segments resolved, session and tracking parameters removed),
     ``depth`` its hops from a seed.
     """
-    if not _http_scheme(canonical):
+    return _link_rule(url, _http_scheme(canonical), depth, limits) or _shape_rule(canonical, limits)
+
+
+def _link_rule(url: str, http: bool, depth: int, limits: TrapLimits) -> str | None:
+    """The rules checked first: scheme, depth and the length as written."""
+    if not http:
         return "scheme"
     if limits.max_hops and depth > limits.max_hops:
         return "depth"
     if limits.max_url_length and len(url) > limits.max_url_length:
         return "url_length"
-    return _shape_rule(canonical, limits)
+    return None
 
 
 def _http_scheme(canonical: str) -> bool:
@@ -227,15 +232,7 @@ class TrapGuard:
         if facts is None:
             facts = self._facts_of(canonical)
         http, shape_rule, hostname, calendar = facts
-        # The order of url_rule: scheme, depth, length, then path and query.
-        if not http:
-            rule = "scheme"
-        elif limits.max_hops and depth > limits.max_hops:
-            rule = "depth"
-        elif limits.max_url_length and len(url) > limits.max_url_length:
-            rule = "url_length"
-        else:
-            rule = shape_rule
+        rule = _link_rule(url, http, depth, limits) or shape_rule  # as url_rule, memoized
         if rule is None:
             if limits.host_pages and self._fetches[hostname] >= limits.host_pages:
                 rule = "host_pages"

@@ -652,3 +652,46 @@ def test_seeds_taken_count_as_work_until_scheduled(store, monkeypatch):
     assert store.activity(key)[2] == 1
     time.sleep(0.1)  # the taker died: its claim runs out
     assert store.activity(key) == (0, 0, 0)
+
+
+def test_knows_and_count_known_agree_with_get(store):
+    """Every state counts as known (aliases and refusals too), on Redis as
+    in memory; ``count_known`` answers for a page's links in one call."""
+    memory = MemoryStore()
+    for target in (store, memory):
+        for u in ("http://a.test/old", "http://a.test/crawled"):
+            target.inject(link(u), 1.0)
+        old = target.take("http://a.test/old")
+        target.settle_transfer(old.url, old.lease_id, link("http://b.test/new"))
+        target.refuse("http://c.test/refused", "c.test", 0)
+        urls = ["http://a.test/old", "http://a.test/crawled", "http://b.test/new",
+                "http://c.test/refused", "http://d.test/unknown", "http://e.test/unknown"]
+        assert [target.knows(u) for u in urls] == [target.get(u) is not None for u in urls]
+        assert [target.knows(u) for u in urls] == [True, True, True, True, False, False]
+        assert target.count_known(urls) == 4
+        assert target.count_known([]) == 0
+
+
+def test_referer_only_links_round_trip_without_a_warning(store, caplog):
+    """Scrapy gives every followed link a Referer: its portable form (the
+    Referer, and the URL only when spelt differently) is read back as it
+    was written, with nothing logged; a malformed one is a plain GET."""
+    from scrapy import Request
+
+    from scrapy_aopic.requestcodec import decode_request, encode_request
+
+    caplog.set_level(logging.WARNING, logger="scrapy_aopic.store.redis")
+    for spelt in ("http://a.test/page", "http://a.test/Page"):
+        request = Request(spelt, headers={"Referer": "http://a.test/"})
+        store.inject(link("http://a.test/page", request=encode_request(request, "http://a.test/page", None)), 1.0)
+        lease = store.pop()
+        back = decode_request(lease.url, lease.request, None)
+        assert back.url == spelt and back.headers.getlist("Referer") == [b"http://a.test/"]
+        store.settle_visit(lease.url, lease.lease_id, lease.cash, 0.0, [])
+        store.clear()
+    assert not caplog.records
+    for hostile in ({"aopic_referer": 5}, {"aopic_referer": "x", "url": "file:///etc/passwd"}):
+        store.inject(link("http://b.test/hostile", request=hostile), 1.0)
+        assert store.pop().request is None
+        store.clear()
+    assert len(caplog.records) == 2

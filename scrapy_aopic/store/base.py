@@ -15,7 +15,7 @@ is :meth:`FrontierStore.inject` (a seed), and cash a store cannot deliver
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -44,6 +44,10 @@ MAX_ALIAS_HOPS = 8
 #: JSON-able ``dict`` (see :mod:`scrapy_aopic.requestcodec`), or, in memory,
 #: any object the caller gave.
 RequestData = Any
+#: The key that marks the portable (JSON) form of a Referer-only link's
+#: request data (see :mod:`scrapy_aopic.requestcodec`), which a shared store
+#: must accept when it checks what it reads back.
+REFERER_KEY = "aopic_referer"
 
 
 class Link(NamedTuple):
@@ -163,6 +167,11 @@ class FrontierStore(ABC):
         """Whether canonical ``url`` has an account. Local stores answer
         without building a snapshot; the default asks :meth:`get`."""
         return self.get(url) is not None
+
+    def count_known(self, urls: Collection[str]) -> int:
+        """How many of the distinct canonical ``urls`` have an account (a
+        shared store answers in one round trip)."""
+        return sum(1 for url in urls if self.knows(url))
 
     @abstractmethod
     def iter_accounts(self) -> Iterator[AccountView]:

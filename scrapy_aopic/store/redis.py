@@ -74,6 +74,7 @@ from .base import (
     CRAWLED,
     LEASED,
     PENDING,
+    REFERER_KEY,
     AccountView,
     Credit,
     FrontierStore,
@@ -945,6 +946,17 @@ def _is_http_url(value: Any) -> bool:
     return scheme in ("", "http", "https")
 
 
+def _is_referred(data: dict) -> bool:
+    """Whether ``data`` is the portable form of a Referer-only link (see
+    :mod:`scrapy_aopic.requestcodec`): its Referer, and its URL only when
+    spelt differently from the account's."""
+    return (
+        isinstance(data.get(REFERER_KEY), str)
+        and data.keys() <= {REFERER_KEY, "url"}
+        and ("url" not in data or _is_http_url(data["url"]))
+    )
+
+
 def decode_request_data(url: str, raw: bytes | None) -> Any:
     """Request data of account ``url`` from its stored JSON, or ``None``.
 
@@ -969,7 +981,7 @@ def decode_request_data(url: str, raw: bytes | None) -> Any:
         return None
     if isinstance(data, str) and _is_http_url(data):
         return data
-    if isinstance(data, dict) and _is_http_url(data.get("url")):
+    if isinstance(data, dict) and (_is_referred(data) or _is_http_url(data.get("url"))):
         return data
     logger.warning(
         "aopic: stored request for %s has an unusable shape (%s); skipped, fetching the URL plainly",
@@ -1316,6 +1328,16 @@ class RedisStore(FrontierStore):
         if view is not None and view.state == ALIAS:
             view = view._replace(target=_text(target))
         return view
+
+    def knows(self, url: str) -> bool:
+        return bool(self._retrying("knows", lambda: self.server.hexists(self.keys["acct"], url)))
+
+    def count_known(self, urls: Collection[str]) -> int:
+        urls = list(urls)
+        if not urls:
+            return 0
+        found = self._retrying("count_known", lambda: self.server.hmget(self.keys["acct"], urls))
+        return sum(raw is not None for raw in found)
 
     def iter_accounts(self, batch: int = 1000) -> Iterator[AccountView]:
         """Every account (HSCAN). Consistent when no worker is writing."""
