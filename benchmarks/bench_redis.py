@@ -33,7 +33,7 @@ shared: noise hits both).
    fingerprint) alongside.
 
 5. (``--scaling``, on its own) real crawls: 1, 2 and 4 ``scrapy crawl``
-   worker processes (``tests/redisworker.py``) sharing one Redis frontier
+   worker processes (``tests/support/redisworker.py``) sharing one Redis frontier
    crawl a local multi-host site to the end; pages/s, the ratio to N times
    one worker, where the CPU went, and the reactor stall: time spent
    inside ``next_request`` / ``enqueue`` / ``visit`` per call, p50 / p99,
@@ -57,13 +57,12 @@ from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 import redis  # noqa: E402
 from scrapy import Request, Spider  # noqa: E402
 
 from loopback import LoopbackSite  # noqa: E402
-from redis_server import RedisServer  # noqa: E402
+from tests.support.redis_server import RedisServer  # noqa: E402
 from scrapy_aopic.engine import AopicEngine, lambda_split  # noqa: E402
 from scrapy_aopic.store.base import Credit, Link  # noqa: E402
 from scrapy_aopic.store.redis import RedisStore  # noqa: E402

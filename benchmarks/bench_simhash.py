@@ -18,7 +18,7 @@ It prints, each side by side with the ``simhash`` package in the same run:
 2. fingerprint speed of 30 KB HTML pages (text extraction included);
 3. index query time and memory per fingerprint at 10^6 fingerprints.
 
-The corpus builders are also used by ``tests/test_simhash.py``.
+The corpus builders are also used by ``tests/unit/test_simhash.py``.
 """
 
 from __future__ import annotations
@@ -331,7 +331,7 @@ def stream_quality(pages: list[Page], signature, same, k: int = 3, min_similarit
     originals seen before it, and becomes an original itself unless flagged.
     ``signature(html) -> (fingerprint, sketch)``; ``same(doc, doc)`` is the
     ground truth."""
-    from scrapy_aopic.simhash_index import NearDuplicateIndex
+    from scrapy_aopic.hygiene.simhash_index import NearDuplicateIndex
 
     index = NearDuplicateIndex(k=k, min_similarity=min_similarity)
     doc_of: list[int] = []
@@ -405,8 +405,8 @@ def _thirty_kb_pages(rng: random.Random, texts: list[str], count: int) -> list[s
 def bench_quality(texts, rng, k, label) -> None:
     import simhash as reference
 
-    from scrapy_aopic.simhash import Fingerprinter
-    from scrapy_aopic.visibletext import visible_text
+    from scrapy_aopic.hygiene.simhash import Fingerprinter
+    from scrapy_aopic.hygiene.visibletext import visible_text
 
     pages = build_corpus(texts, rng)
     same = same_text(texts)
@@ -448,9 +448,9 @@ def bench_quality(texts, rng, k, label) -> None:
 
 
 def bench_rust_doc(limit: int, k: int) -> None:
-    from scrapy_aopic.simhash import Fingerprinter
-    from scrapy_aopic.visibletext import visible_text
-    from scrapy_aopic.simhash_index import NearDuplicateIndex
+    from scrapy_aopic.hygiene.simhash import Fingerprinter
+    from scrapy_aopic.hygiene.visibletext import visible_text
+    from scrapy_aopic.hygiene.simhash_index import NearDuplicateIndex
 
     pages = rust_doc_pages(limit)
     if not pages:
@@ -480,8 +480,8 @@ def bench_rust_doc(limit: int, k: int) -> None:
 def bench_fingerprint_speed(texts, rng, pages_count: int) -> None:
     import simhash as reference
 
-    from scrapy_aopic.simhash import Fingerprinter
-    from scrapy_aopic.visibletext import visible_text
+    from scrapy_aopic.hygiene.simhash import Fingerprinter
+    from scrapy_aopic.hygiene.visibletext import visible_text
 
     pages = _thirty_kb_pages(rng, texts, pages_count)
     size = sum(len(p.encode()) for p in pages) / len(pages)
@@ -513,7 +513,7 @@ def bench_index(size: int, queries: int, rng: random.Random, k: int, reference_s
     import numpy as np
     import simhash as reference
 
-    from scrapy_aopic.simhash_index import SimhashIndex
+    from scrapy_aopic.hygiene.simhash_index import SimhashIndex
 
     generator = np.random.default_rng(7)
     fingerprints = generator.integers(0, 2**63, size=size, dtype=np.int64).astype(np.uint64) * np.uint64(2) + (

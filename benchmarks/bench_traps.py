@@ -1,6 +1,6 @@
 """Trap waste and real-page reach with a fixed fetch budget (issue 3, SPEC 8).
 
-Serves the trap site of ``tests/trapsite.py`` on 127.0.0.1 (real content next
+Serves the trap site of ``tests/support/trapsite.py`` on 127.0.0.1 (real content next
 to an endless calendar, per-page session ids, a relative-link loop, a
 counter parameter, a link farm on a second host, soft 404s) and runs real
 ``scrapy crawl``s, one process each, side by side in the same run:
@@ -34,13 +34,12 @@ import time
 import timeit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests"))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from trapsite import SiteServer, TrapSite, fetch_figures, run_crawl  # noqa: E402
+from tests.support.trapsite import SiteServer, TrapSite, fetch_figures, run_crawl  # noqa: E402
 
-from scrapy_aopic.canonical import Canonicalizer  # noqa: E402
-from scrapy_aopic.traps import TrapGuard  # noqa: E402
+from scrapy_aopic.hygiene.canonical import Canonicalizer  # noqa: E402
+from scrapy_aopic.hygiene.traps import TrapGuard  # noqa: E402
 
 ORDERS = {
     "aopic": {"ADDONS": {"scrapy_aopic.Addon": 0}},

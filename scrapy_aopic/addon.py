@@ -22,9 +22,9 @@ class Addon:
     * downloader middleware :class:`scrapy_aopic.middlewares.CashLedgerMiddleware` (1)
     * downloader middlewares for crawl hygiene: URL normalization, trap
       guard, robots.txt-aware cash, SimHash near-duplicates
-    * extensions :class:`scrapy_aopic.extensions.AopicLogStats` (the
-      progress line), :class:`scrapy_aopic.report.AopicReport`
-      (``AOPIC_REPORT``) and :class:`scrapy_aopic.graphexport.GraphExport`
+    * extensions :class:`scrapy_aopic.extensions.logstats.AopicLogStats` (the
+      progress line), :class:`scrapy_aopic.extensions.report.AopicReport`
+      (``AOPIC_REPORT``) and :class:`scrapy_aopic.extensions.graphexport.GraphExport`
       (``AOPIC_EXPORT_GRAPH``); the last two stay off until their setting is set
 
     Every ``AOPIC_*`` setting keeps its documented default unless the project
@@ -32,12 +32,12 @@ class Addon:
     """
 
     def update_settings(self, settings: BaseSettings) -> None:
-        from .downloadermiddlewares.ledger import CashLedgerMiddleware
-        from .extensions import AopicLogStats
-        from .graphexport import GraphExport
-        from .report import AopicReport
+        from .middlewares.ledger import CashLedgerMiddleware
+        from .extensions.logstats import AopicLogStats
+        from .extensions.graphexport import GraphExport
+        from .extensions.report import AopicReport
         from .scheduler import AopicScheduler
-        from .spidermiddlewares import CashMiddleware
+        from .middlewares.cash import CashMiddleware
 
         settings.set("SCHEDULER", AopicScheduler, "addon")
         settings.set_in_component_priority_dict(
@@ -48,9 +48,9 @@ class Addon:
         )
         # Hygiene (issue 3): keys inside the ledger, traps after Scrapy's
         # offsite check (50) and before robots.txt (100), robots cash next to it.
-        from .downloadermiddlewares.normalize import UrlNormalizeMiddleware
-        from .downloadermiddlewares.traps import TrapGuardMiddleware
-        from .robots import RobotsCashMiddleware
+        from .middlewares.normalize import UrlNormalizeMiddleware
+        from .middlewares.traps import TrapGuardMiddleware
+        from .middlewares.robots import RobotsCashMiddleware
 
         settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", UrlNormalizeMiddleware, 5)
         settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", TrapGuardMiddleware, 60)
@@ -58,7 +58,7 @@ class Addon:
         # Near-duplicates: responses come back in decreasing order, so at 545
         # they are decompressed (590), redirects and meta refreshes are
         # resolved (600, 580) and retries done (550).
-        from .downloadermiddlewares.simhash import SimhashDedupMiddleware
+        from .middlewares.simhash import SimhashDedupMiddleware
 
         settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", SimhashDedupMiddleware, 545)
         # Re-crawl (AOPIC_RECRAWL; off by default: it raises NotConfigured):

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 SUBCOMMANDS = ("top", "stats", "export", "replay")
 
 #: Crawl statistics saved next to the frontier at close (see
-#: :class:`scrapy_aopic.report.AopicReport`); ``stats`` shows them if present.
+#: :class:`scrapy_aopic.extensions.report.AopicReport`); ``stats`` shows them if present.
 STATS_FILE = "aopic-stats.json"
 
 #: Fields of ``export`` (the first seven are those of ``AOPIC_EXPORT_IMPORTANCE``).
@@ -309,7 +309,7 @@ def open_frontier(
 
 def open_jobdir_frontier(jobdir: str | None) -> FrontierView:
     """The frontier a crawl saved in ``jobdir`` (a private in-memory copy)."""
-    from .journal import load_jobdir
+    from .store.journal import load_jobdir
 
     if not jobdir:
         raise CommandError(

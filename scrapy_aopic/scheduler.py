@@ -14,7 +14,7 @@ from scrapy.exceptions import DontCloseSpider
 
 from . import settings as aopic_settings
 from .frontier import REGISTERED, Frontier
-from .requestcodec import TRANSIENT_META
+from .frontier.requestcodec import TRANSIENT_META
 
 if TYPE_CHECKING:
     from scrapy import Spider

@@ -132,8 +132,8 @@ define("AOPIC_DUPLICATE_FOLLOW_LINKS", False, "hygiene", """
     the original's.""")
 # (settings of the hygiene components are declared below this line)
 
-# near-duplicates: SimHash and learned URL patterns (scrapy_aopic.simhash,
-# scrapy_aopic.url_patterns, scrapy_aopic.downloadermiddlewares.simhash)
+# near-duplicates: SimHash and learned URL patterns (scrapy_aopic.hygiene.simhash,
+# scrapy_aopic.hygiene.url_patterns, scrapy_aopic.middlewares.simhash)
 define("AOPIC_SIMHASH_ENABLED", True, "hygiene", """
     Near-duplicate detection by ``SimhashDedupMiddleware``: every 2xx HTML
     response is fingerprinted (exact body checksum, then a 64-bit SimHash of
@@ -195,9 +195,9 @@ define("AOPIC_DUPLICATE_PATTERN_SHARE", 0.8, "hygiene", """
     (duplicates and originals) for it to be learned: patterns under which
     distinct pages live are not learned.""")
 
-# canonical URLs, trap guard, robots.txt-aware cash (scrapy_aopic.canonical,
-# scrapy_aopic.traps, scrapy_aopic.robots)
-from .canonical import DEFAULT_DROP_PARAMS as _DEFAULT_DROP_PARAMS  # noqa: E402
+# canonical URLs, trap guard, robots.txt-aware cash (scrapy_aopic.hygiene.canonical,
+# scrapy_aopic.hygiene.traps, scrapy_aopic.middlewares.robots)
+from .hygiene.canonical import DEFAULT_DROP_PARAMS as _DEFAULT_DROP_PARAMS  # noqa: E402
 
 define("AOPIC_CANONICAL_DROP_PARAMS", list(_DEFAULT_DROP_PARAMS), "hygiene", """
     Query parameters removed from canonical URLs (account keys): click and

@@ -10,7 +10,7 @@ import pytest
 from scrapy_aopic.store.memory import MemoryStore
 
 #: Backends the engine-level tests run on. "redis" joins when its store
-#: module and a redis-server binary are available (see tests/redis_server.py).
+#: module and a redis-server binary are available (see tests/support/redis_server.py).
 BACKENDS = ["memory"]
 if importlib.util.find_spec("scrapy_aopic.store.redis") is not None:
     BACKENDS.append("redis")
@@ -19,7 +19,7 @@ if importlib.util.find_spec("scrapy_aopic.store.redis") is not None:
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory):
     """A real redis-server on a free loopback port, for the whole session."""
-    from redis_server import RedisServer  # tests/ is on sys.path (rootdir conftest)
+    from tests.support.redis_server import RedisServer  # tests/ is on sys.path (rootdir conftest)
 
     server = RedisServer(tmp_path_factory.mktemp("redis"))
     server.start()

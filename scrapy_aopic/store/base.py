@@ -41,11 +41,11 @@ MAX_ALIAS_HOPS = 8
 
 #: What a store keeps as the request of an account: ``None`` (a plain GET of
 #: the account's URL), a ``str`` (a plain GET of another spelling of it), a
-#: JSON-able ``dict`` (see :mod:`scrapy_aopic.requestcodec`), or, in memory,
+#: JSON-able ``dict`` (see :mod:`scrapy_aopic.frontier.requestcodec`), or, in memory,
 #: any object the caller gave.
 RequestData = Any
 #: The key that marks the portable (JSON) form of a Referer-only link's
-#: request data (see :mod:`scrapy_aopic.requestcodec`), which a shared store
+#: request data (see :mod:`scrapy_aopic.frontier.requestcodec`), which a shared store
 #: must accept when it checks what it reads back.
 REFERER_KEY = "aopic_referer"
 

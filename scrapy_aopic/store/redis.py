@@ -948,7 +948,7 @@ def _is_http_url(value: Any) -> bool:
 
 def _is_referred(data: dict) -> bool:
     """Whether ``data`` is the portable form of a Referer-only link (see
-    :mod:`scrapy_aopic.requestcodec`): its Referer, and its URL only when
+    :mod:`scrapy_aopic.frontier.requestcodec`): its Referer, and its URL only when
     spelt differently from the account's."""
     return (
         isinstance(data.get(REFERER_KEY), str)

@@ -1,1 +1,0 @@
-"""Downloader middlewares of scrapy-aopic."""

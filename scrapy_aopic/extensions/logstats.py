@@ -1,0 +1,83 @@
+"""Extension: a periodic AOPIC progress line, like Scrapy's LogStats."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.asyncio import create_looping_call
+
+from .. import settings as aopic_settings
+from ..frontier import Frontier
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+
+class AopicLogStats:
+    """Logs, every ``AOPIC_LOG_INTERVAL`` (default ``LOGSTATS_INTERVAL``)
+    seconds: pages/min, frontier size, lambda cash, the richest pending URL
+    and its cash, the convergence indicator (sum of history), how many URLs
+    were refused, trap refusals and duplicates found; and keeps the
+    ``aopic/`` gauges in the stats fresh."""
+
+    def __init__(self, crawler: Crawler, interval: float):
+        self.crawler = crawler
+        self.frontier = Frontier.from_crawler(crawler)
+        self.interval = interval
+        self.task = None
+        self._pages_before = 0
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> AopicLogStats:
+        interval = aopic_settings.get(crawler.settings, "AOPIC_LOG_INTERVAL")
+        if interval is None:
+            interval = crawler.settings.getfloat("LOGSTATS_INTERVAL")
+        interval = float(interval)
+        if not interval:
+            raise NotConfigured
+        ext = cls(crawler, interval)
+        crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+        return ext
+
+    def spider_opened(self, spider: Spider) -> None:
+        self.task = create_looping_call(self.log, spider)
+        self.task.start(self.interval)
+
+    def spider_closed(self, spider: Spider, reason: str) -> None:
+        if self.task is not None and self.task.running:
+            self.task.stop()
+
+    def progress_line(self) -> str:
+        """The line :meth:`log` writes (also used by ``scrapy aopic stats``)."""
+        frontier = self.frontier
+        if frontier.engine is None:
+            return "aopic: frontier not open"
+        totals = frontier.engine.totals()
+        stats = self.crawler.stats.get_stats()
+        pages = stats.get("aopic/pages_visited", 0)
+        rate = (pages - self._pages_before) * 60.0 / self.interval
+        self._pages_before = pages
+        refused = sum(v for k, v in stats.items() if k.startswith("aopic/refused/"))
+        traps = sum(v for k, v in stats.items() if k.startswith("aopic/trap/"))
+        duplicates = stats.get("aopic/duplicates/exact", 0) + stats.get("aopic/duplicates/near", 0)
+        richest = frontier.store.peek()
+        richest_text = f"{richest[0]} ({richest[1]:.4g})" if richest else "-"
+        return (
+            f"aopic: {pages} pages visited ({rate:.0f}/min), frontier {totals.pending}, "
+            f"known {totals.known}, lambda cash {totals.lambda_cash:.4g}, "
+            f"richest {richest_text}, history sum {totals.history_sum:.4g}, "
+            f"refused {refused} (traps {traps}, duplicates {duplicates})"
+        )
+
+    def log(self, spider: Spider) -> None:
+        if self.frontier.engine is None:
+            return
+        self.frontier.update_stats()
+        logger.info(self.progress_line(), extra={"spider": spider})

@@ -1,0 +1,615 @@
+"""The AOPIC frontier of one crawler: the engine plus what Scrapy needs.
+
+One :class:`Frontier` per crawler, shared by the scheduler and the
+middlewares (:meth:`Frontier.from_crawler` returns the same object to all of
+them). It turns requests into accounts and back, keeps the leases of the
+requests it handed out, and settles each lease exactly once, whatever
+happens to the request:
+
+============================  ===============================================
+what happens                  where the lease's cash goes
+============================  ===============================================
+parsed by a callback          its links and lambda (:meth:`visit`)
+non-2xx, not text, dropped,   lambda (:meth:`fail`)
+download error, IgnoreRequest
+redirect, alias, duplicate    the target URL's account (:meth:`transfer`)
+retry                         back to the same account (:meth:`transfer`)
+in flight at shutdown         back to the same account (:meth:`close`)
+lost without a trace          lambda, when the spider goes idle
+============================  ===============================================
+
+Cash never rides on a request: a visit credits its links' accounts in one
+store change (creating them with their requests), so a crawl killed at any
+moment loses neither cash nor discovered links.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import weakref
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy import Request, signals
+from scrapy.http import TextResponse
+from scrapy.utils.httpobj import urlparse_cached
+
+from .. import settings as aopic_settings
+from .. import signals as aopic_signals
+from ..hygiene.canonical import build_canonicalizer
+from ..hygiene.domains import origin_of
+from ..engine import AopicEngine, RankedPage
+from ..store.journal import JournaledStore
+from .offsite import OffsiteLinkFilter
+from ..recrawl.hook import RecrawlHook, effective_history_window
+from .requestcodec import decode_request, encode_request
+from ..store.base import STATE_NAMES, FrontierStore, Lease, Link
+from ..store.memory import MemoryStore
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+#: ``(url, canonical_url, request, depth) -> reason or None``: a rule that
+#: refuses a URL before it gets cash or enters the frontier.
+LinkFilter = Callable[[str, str, Request, int], "str | None"]
+
+_frontiers: weakref.WeakKeyDictionary[Crawler, Frontier] = weakref.WeakKeyDictionary()
+
+LEASE = "aopic_lease"  #: meta key: the lease id of a request we handed out
+KEY = "aopic_key"  #: meta key: the canonical URL (account key) of that request
+REGISTERED = "aopic_registered"  #: meta key: a link already put in the frontier
+LINK = "aopic_link"  #: meta key a spider sets to False: not a link, no cash
+DUPLICATE_OF = "aopic_duplicate_of"  #: response meta: canonical URL of the original
+
+
+class Frontier:
+    """AOPIC accounts, leases and settlement for one crawler.
+
+    Settings are read once here; the store is built when the spider opens
+    (it may need ``JOBDIR`` or the spider's name).
+    """
+
+    #: The store is shared with other processes (the Redis backend): one
+    #: round trip per ``next_request``, cross-worker idle rules.
+    _shared = False
+    #: The last :meth:`next_request` found nothing to hand out here (the
+    #: scheduler then polls: another worker may free a host or add links).
+    starved = False
+
+    def __init__(self, crawler: Crawler):
+        self.crawler = crawler
+        settings = crawler.settings
+        self.stats = crawler.stats
+        self.seed_cash = aopic_settings.get_float(settings, "AOPIC_SEED_CASH")
+        self.lambda_tax = aopic_settings.get_optional_float(settings, "AOPIC_LAMBDA_TAX")
+        self.lambda_targets = aopic_settings.get(settings, "AOPIC_LAMBDA_TARGETS")
+        # A continuous crawl needs a window (AOPIC_RECRAWL_HISTORY_WINDOW by default).
+        self.history_window = effective_history_window(settings)
+        self.recrawl = RecrawlHook.from_crawler(crawler)  # None unless AOPIC_RECRAWL
+        self.link_memory = aopic_settings.get_bool(settings, "AOPIC_LINK_MEMORY")
+        self.backend = aopic_settings.get(settings, "AOPIC_BACKEND")
+        self.export_path = aopic_settings.get(settings, "AOPIC_EXPORT_IMPORTANCE")
+        self.journal_sync = aopic_settings.get_bool(settings, "AOPIC_JOURNAL_SYNC")
+        self.jobdir = settings.get("JOBDIR")
+        self.min_share = aopic_settings.get_float(settings, "AOPIC_MIN_CASH_SHARE")
+        if not 0.0 <= self.min_share <= 1.0:
+            raise ValueError(f"AOPIC_MIN_CASH_SHARE must be in [0, 1], got {self.min_share!r}")
+        self.follow_duplicate_links = aopic_settings.get_bool(settings, "AOPIC_DUPLICATE_FOLLOW_LINKS")
+        # Validate early: a bad setting should stop the crawl before it starts.
+        AopicEngine(MemoryStore(self.lambda_targets), lambda_tax=self.lambda_tax,
+                    history_window=self.history_window, seed_cash=self.seed_cash)
+        self.link_filters: list[LinkFilter] = []
+        self.canonicalize: Callable[[str], str | None] = build_canonicalizer(settings)
+        self.engine: AopicEngine | None = None
+        self.store: FrontierStore | None = None
+        self.spider = None
+        self._downloader = None
+        self._leases: dict[int, Lease] = {}
+        self._upkeep_due = True  # see next_request
+        # Portable request data (JSON) is needed whenever another process or
+        # a later run reads the store; one process alone can keep objects.
+        self._portable = False
+        crawler.signals.connect(self._on_spider_idle, signal=signals.spider_idle)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Frontier:
+        """The frontier of ``crawler`` (created on first use)."""
+        frontier = _frontiers.get(crawler)
+        if frontier is None:
+            frontier = _frontiers[crawler] = cls(crawler)
+        return frontier
+
+    # -- life cycle -----------------------------------------------------------
+
+    def open(self, spider) -> None:
+        """Build the store (resuming ``JOBDIR`` state if any) and the engine."""
+        if self.engine is not None:
+            return
+        self.spider = spider
+        self.store = self._build_store(spider)
+        if self.recrawl is not None:
+            self.recrawl.open(self.store)
+        self.engine = AopicEngine(
+            self.store,
+            lambda_tax=self.lambda_tax,
+            history_window=self.history_window,
+            seed_cash=self.seed_cash,
+            link_memory=self.link_memory,
+        )
+        try:
+            self._downloader = self.crawler.engine.downloader
+        except (AttributeError, RuntimeError):  # no engine: a scheduler used on its own
+            self._downloader = None
+        offsite = self._offsite_filter()
+        if offsite is not None:
+            self.link_filters.insert(0, offsite)  # the cheapest and most common refusal
+        if isinstance(self.store, JournaledStore) and self.store.requeued_on_open:
+            self.stats.inc_value("aopic/resumed_in_flight", self.store.requeued_on_open)
+
+    def _offsite_filter(self) -> LinkFilter | None:
+        """Scrapy's own offsite rule as a link filter (see
+        :class:`~scrapy_aopic.frontier.offsite.OffsiteLinkFilter`), when its
+        ``OffsiteMiddleware`` is enabled."""
+        middlewares = getattr(getattr(self._downloader, "middleware", None), "middlewares", ())
+        return OffsiteLinkFilter.for_middlewares(middlewares, self.spider)
+
+    def _build_store(self, spider) -> FrontierStore:
+        if self.backend == "memory":
+            if self.jobdir:
+                self._portable = True
+                return JournaledStore(
+                    Path(self.jobdir, "aopic"), self.lambda_targets, sync=self.journal_sync
+                )
+            return MemoryStore(self.lambda_targets)
+        if self.backend == "redis":
+            from ..store.redis import RedisStore
+
+            self._portable = True
+            self._shared = True
+            return RedisStore.from_crawler(self.crawler, spider, lambda_targets=self.lambda_targets)
+        raise ValueError(f"AOPIC_BACKEND must be 'memory' or 'redis', got {self.backend!r}")
+
+    def close(self, reason: str) -> None:
+        """Give in-flight leases back, record the final figures, export, close."""
+        if self.engine is None:
+            return
+        for lease in list(self._leases.values()):
+            self._settle(lease, self.engine.requeue, "requeued_at_close")
+        self.update_stats()
+        error, injected = self._conservation()
+        self.stats.set_value("aopic/conservation_error", error)
+        if error > 1e-9 * max(injected, 1.0):
+            logger.error("aopic: cash conservation broken: error %.3g of %.6g injected", error, injected)
+        if self.export_path:
+            path = self.export_importance(self.export_path)
+            logger.info("aopic: importance ranking written to %s", path)
+        self.crawler.signals.send_catch_log(aopic_signals.frontier_closing, frontier=self, reason=reason)
+        self.store.close()
+
+    def _conservation(self) -> tuple[float, float]:
+        """``(conservation error, injected)``. A shared store is recounted
+        server-side in one consistent snapshot: a page-by-page recount would
+        race the other workers, which keep writing."""
+        if self._shared and hasattr(self.store, "recount"):
+            accounts, lambda_cash, in_flight, injected = self.store.recount()
+            return abs(math.fsum((accounts, lambda_cash, in_flight)) - injected), injected
+        return self.engine.conservation_error(), self.engine.totals().injected
+
+    # -- keys -----------------------------------------------------------------
+
+    @staticmethod
+    def host_of(request: Request) -> str:
+        """The politeness key of ``request``: Scrapy's download slot key."""
+        slot = request.meta.get("download_slot")
+        if slot is not None:
+            return slot
+        return urlparse_cached(request).hostname or ""
+
+    def _request_data(self, request: Request, key: str) -> Any:
+        return encode_request(request, key, self.spider, portable=self._portable)
+
+    def _refusal(self, url: str, key: str, request: Request, depth: int) -> str | None:
+        for rule in self.link_filters:
+            reason = rule(url, key, request, depth)
+            if reason:
+                return reason
+        return None
+
+    def _count_refusal(self, reason: str) -> None:
+        self.stats.inc_value(f"aopic/refused/{reason}")
+
+    # -- requests in ------------------------------------------------------------
+
+    def enqueue(self, request: Request) -> bool:
+        """A request reaches the scheduler. ``False``: it is not queued
+        (a duplicate, refused or unfetchable); any cash it stood for is
+        settled, never lost."""
+        meta = request.meta
+        lease_id = meta.get(LEASE)
+        if lease_id is not None and lease_id in self._leases:
+            return self._enqueue_follow_up(request, self._leases[lease_id])
+        if meta.get(REGISTERED):
+            return True  # its account was created when its page was visited
+        key = self.canonicalize(request.url)
+        if key is None:
+            self._count_refusal("unfetchable_url")
+            return False
+        depth = meta.get("depth", 0)
+        reason = self._refusal(request.url, key, request, depth)
+        if reason:
+            self._count_refusal(reason)
+            return False
+        link = Link(key, self.host_of(request), depth, self._request_data(request, key))
+        if meta.get("is_start_request"):
+            if self.engine.add_seed(link):
+                self.stats.inc_value("aopic/seeds")
+                self.stats.inc_value("aopic/cash_injected", self.seed_cash)
+                return True
+        before = self.engine.discover(link)
+        if before is None:
+            return True
+        if request.dont_filter and self.store.repend(link):
+            return True
+        self.stats.inc_value("aopic/duplicates_merged")
+        return False
+
+    def _enqueue_follow_up(self, request: Request, lease: Lease) -> bool:
+        """A request derived from a leased one (redirect, retry, a
+        middleware's replacement) carries the lease's cash to its URL."""
+        key = self.canonicalize(request.url)
+        if key is None:
+            self._settle(lease, self.engine.fail, "failed/unfetchable_redirect")
+            return False
+        target = Link(key, self.host_of(request), lease.depth, self._request_data(request, key))
+        if key == lease.url:
+            # A retry: queue the URL again with the new request, which carries
+            # the retry count (the stored one would retry forever).
+            self._settle(lease, lambda l: self.engine.transfer(l, target), "retried")
+            return True
+        reason = self._refusal(request.url, key, request, lease.depth)
+        if reason:
+            self._count_refusal(reason)
+            self._settle(lease, self.engine.fail, "failed/refused_redirect")
+            return False
+        before = self.store.get(key)
+        self._settle(lease, lambda l: self.engine.transfer(l, target), "redirected")
+        if before is None:
+            return True  # the transfer opened a pending account for the target
+        self.stats.inc_value("aopic/redirects_to_known")
+        return False
+
+    # -- requests out -----------------------------------------------------------
+
+    def _host_ready(self, host: str) -> bool:
+        slots = self._downloader.slots if self._downloader is not None else None
+        if not slots:
+            return True
+        slot = slots.get(host)
+        if slot is None:
+            return True
+        # A slot with a delay sends one request at a time: anything queued
+        # there would only wait, holding a global concurrency place.
+        limit = 1 if slot.delay else slot.concurrency
+        return len(slot.active) < limit
+
+    def next_request(self) -> Request | None:
+        """The richest pending URL whose host can be fetched now, leased."""
+        if self._shared:
+            return self._next_request_shared()
+        if self._upkeep_due:
+            # Once per request handed out, not per call: the engine asks
+            # again and again while the download slots are full, and nothing
+            # has changed between those calls that a revisit would fix.
+            self._upkeep_due = False
+            upkeep = self.engine.upkeep()  # lambda's visit, virtual revisits
+            if upkeep.lambda_visits:
+                self.stats.inc_value("aopic/lambda_visits", upkeep.lambda_visits)
+                self.stats.inc_value("aopic/lambda_paid", upkeep.lambda_paid)
+            if upkeep.revisits:
+                self.stats.inc_value("aopic/virtual_revisits", upkeep.revisits)
+        lease = None
+        if self.recrawl is not None:  # pages due for a revisit go back in first
+            lease = self.recrawl.next_lease(self.store, self._host_ready)
+        if lease is None:
+            lease = self.store.pop(self._host_ready, self.min_share)
+        if lease is None:
+            return None
+        self._upkeep_due = True
+        return self._hand_out(lease)
+
+    def _next_request_shared(self) -> Request | None:
+        """:meth:`next_request` on a shared store in one round trip: lambda's
+        visit when due, expired leases reclaimed, the hosts whose download
+        slot is full here skipped, the cross-worker host cap, the lease.
+        (The store has no link memory, so there are no virtual revisits; a
+        re-crawl hook, if on, costs its own round trips.)"""
+        store = self.store
+        lease = None
+        if self.recrawl is not None:  # pages due for a revisit (this worker's plan) first
+            lease = self.recrawl.next_lease(store, self._host_ready)
+        if lease is None:
+            lease = store.pop(self._host_ready, self.min_share, busy=self._busy_hosts(), visit_lambda=True)
+            paid = store.last_lambda_payout
+            if paid:
+                self.stats.inc_value("aopic/lambda_visits")
+                self.stats.inc_value("aopic/lambda_paid", paid)
+            if store.last_reclaimed:
+                self.stats.inc_value("aopic/leases_reclaimed", store.last_reclaimed)
+        self.starved = lease is None
+        if lease is None:
+            return None
+        return self._hand_out(lease)
+
+    def _busy_hosts(self) -> list[str]:
+        """Download slots that are full here (see :meth:`_host_ready`).
+
+        Only slots with a request inside can be full, and the downloader
+        holds at most ``CONCURRENT_REQUESTS`` requests, so this walks its
+        active requests rather than every slot it knows (thousands in a broad
+        crawl: slots are kept a minute after their last request)."""
+        downloader = self._downloader
+        slots = getattr(downloader, "slots", None)
+        if not slots:
+            return []
+        active = getattr(downloader, "active", None)
+        if active is None or len(active) >= len(slots):
+            candidates = slots
+        else:
+            candidates = {request.meta.get("download_slot") for request in active}
+            candidates.discard(None)
+        busy = []
+        for key in candidates:
+            slot = slots.get(key)
+            if slot is not None and len(slot.active) >= (1 if slot.delay else slot.concurrency):
+                busy.append(key)
+        return busy
+
+    def _hand_out(self, lease: Lease) -> Request:
+        """The request of ``lease``, marked with it, its URL and its cash."""
+        request = decode_request(lease.url, lease.request, self.spider)
+        request.meta.pop(REGISTERED, None)
+        request.meta[LEASE] = lease.lease_id
+        request.meta[KEY] = lease.url
+        request.meta["aopic_cash"] = lease.cash
+        request.meta.setdefault("depth", lease.depth)
+        self._leases[lease.lease_id] = lease
+        return request
+
+    def has_pending(self) -> bool:
+        if self._shared:
+            # No round trip after a pop (the engine asks right after one);
+            # whether *other* workers still have work is the idle handler's
+            # question (see AopicScheduler).
+            return self.store.pending_count() > 0
+        return self.store.totals().pending > 0
+
+    def __len__(self) -> int:
+        if self._shared:
+            return self.store.pending_count()
+        return self.store.totals().pending
+
+    # -- settling ---------------------------------------------------------------
+
+    def lease_of(self, request: Request) -> Lease | None:
+        """The open lease ``request`` holds, if any."""
+        lease_id = request.meta.get(LEASE)
+        return None if lease_id is None else self._leases.get(lease_id)
+
+    def _settle(self, lease: Lease, action: Callable[[Lease], bool], stat: str) -> bool:
+        self._leases.pop(lease.lease_id, None)
+        done = action(lease)
+        if done:
+            self.stats.inc_value(f"aopic/{stat}")
+        return done
+
+    def fail(self, request: Request, reason: str, *, refuse: bool = False) -> bool:
+        """``request`` yielded no page: its cash goes to lambda."""
+        lease = self.lease_of(request)
+        if lease is None:
+            return False
+        done = self._settle(lease, lambda l: self.engine.fail(l, refuse=refuse), f"failed/{reason}")
+        if done:
+            self.stats.inc_value("aopic/cash_to_lambda_failed", lease.cash)
+        return done
+
+    def transfer(self, request: Request, target_url: str, stat: str = "aliased") -> bool:
+        """``request``'s URL is another name of ``target_url`` (canonical):
+        its cash, and future credit, go to the target's account."""
+        lease = self.lease_of(request)
+        if lease is None:
+            return False
+        target = Link(target_url, self.host_of(request), lease.depth, None)
+        return self._settle(lease, lambda l: self.engine.transfer(l, target), stat)
+
+    def refuse_url(self, url: str, host: str, reason: str, depth: int = 0) -> None:
+        """Mark canonical ``url`` as never to be fetched (its pending cash
+        goes to lambda)."""
+        self.store.refuse(url, host, depth)
+        self._count_refusal(reason)
+
+    def visit(self, response: Response, requests: Iterable[Request]) -> list[Request]:
+        """``response`` was parsed and produced ``requests``.
+
+        Pays the page's cash to its links and lambda (SPEC 2), puts the links
+        in the frontier, and returns the requests to pass on: links (marked as
+        registered), and requests that are not links (``meta["aopic_link"] =
+        False``). Refused links are left out.
+        """
+        requests = list(requests)
+        if response.meta.get(DUPLICATE_OF) and not self.follow_duplicate_links:
+            # A near-duplicate's links are the original's: do not follow them.
+            kept = [r for r in requests if r.meta.get(LINK) is False]
+            if len(kept) < len(requests):
+                self.stats.inc_value("aopic/duplicate_links_dropped", len(requests) - len(kept))
+            return kept
+        lease = self.lease_of(response.request) if response.request is not None else None
+        if lease is None:
+            return requests  # not fetched through this frontier (or settled)
+        if not (200 <= response.status < 300):
+            self.fail(response.request, f"http_{response.status}")
+            return requests
+        if not isinstance(response, TextResponse):
+            self.fail(response.request, "not_text")
+            return requests
+        depth = lease.depth + 1
+        links: list[Link] = []
+        passed: list[Request] = []
+        # Every link of every page comes through here (about 150 per page on
+        # a documentation site): locals instead of attribute look-ups.
+        canonicalize = self.canonicalize
+        refusal = self._refusal
+        link_host = self._link_host
+        request_data = self._request_data
+        # A known URL's stored request is never replaced by a later link's,
+        # so only new URLs are encoded (a shared store would cost a round
+        # trip to ask: it gets every link's data).
+        knows = None if self._shared else self.store.knows
+        for request in requests:
+            meta = request.meta
+            if meta.get(LINK) is False or meta.get(LEASE) is not None:
+                passed.append(request)
+                continue
+            url = request.url
+            key = canonicalize(url)
+            if key is None:
+                self._count_refusal("unfetchable_url")
+                continue
+            reason = refusal(url, key, request, depth)
+            if reason:
+                self._count_refusal(reason)
+                continue
+            meta[REGISTERED] = True
+            meta[KEY] = key
+            data = None if knows is not None and knows(key) else request_data(request, key)
+            links.append(Link(key, link_host(request, meta), depth, data))
+            passed.append(request)
+        self._leases.pop(lease.lease_id, None)
+        new_links = None
+        if self.recrawl is not None:  # a hub's worth is the links it had never shown
+            distinct = dict.fromkeys(link.url for link in links)
+            new_links = len(distinct) - self.store.count_known(distinct)
+        result = self.engine.visit(lease, links)
+        if result is None:
+            return passed
+        stats = self.stats
+        stats.inc_value("aopic/pages_visited")
+        stats.inc_value("aopic/cash_to_links", lease.cash - result.lambda_amount)
+        stats.inc_value("aopic/cash_to_lambda_tax", result.lambda_amount)
+        self.crawler.signals.send_catch_log(
+            aopic_signals.page_visited,
+            url=lease.url,
+            # The links that got a share: distinct, the page itself excluded.
+            links=[url for url in dict.fromkeys(link.url for link in links) if url != lease.url],
+            lease=lease,
+            response=response,
+            spider=self.spider,
+            new_links=new_links,
+        )
+        return passed
+
+    def visit_not_modified(self, request: Request, response: Response) -> bool:
+        """A re-crawl answered "304 Not Modified": a visit that found the
+        page as it was. Its cash goes to the links it had (remembered, with
+        link memory) and lambda; the planner learns there was nothing new."""
+        lease = self.lease_of(request)
+        if lease is None:
+            return False
+        self._leases.pop(lease.lease_id, None)
+        links = self.store.remembered_links(lease.url) or []
+        if self.engine.visit(lease, links) is None:
+            return False
+        self.stats.inc_value("aopic/pages_visited")
+        self.crawler.signals.send_catch_log(
+            aopic_signals.page_visited,
+            url=lease.url,
+            links=[link.url for link in links],
+            lease=lease,
+            response=response,
+            spider=self.spider,
+            new_links=0,
+        )
+        return True
+
+    #: scheme://netloc of a link -> its host name (Scrapy's download slot
+    #: key), shared by all frontiers: a pure function, bounded.
+    _hostnames: dict[str, str] = {}
+
+    @classmethod
+    def _link_host(cls, request: Request, meta: dict) -> str:
+        """:meth:`host_of` for a page's links, without a full ``urlparse``
+        per link (and without caching it on every request): the host name
+        depends only on the URL's ``scheme://netloc``, memoized."""
+        slot = meta.get("download_slot")
+        if slot is not None:
+            return slot
+        url = request.url
+        start = url.find("://")
+        if start <= 0 or url.find(":") != start:
+            return cls.host_of(request)
+        origin = origin_of(url)
+        host = cls._hostnames.get(origin)
+        if host is None:
+            from urllib.parse import urlparse
+
+            host = urlparse(origin).hostname or ""
+            if len(cls._hostnames) >= 4096:
+                cls._hostnames.clear()
+            cls._hostnames[origin] = host
+        return host
+
+    def _on_spider_idle(self, spider) -> None:
+        """Nothing is downloading or being parsed: every lease still open
+        belongs to a request that vanished without reaching a hook (e.g. a
+        downloader middleware raised in ``process_response``). Its cash goes
+        to lambda so that the books stay exact."""
+        if self.engine is None or not self._leases:
+            return
+        for lease in list(self._leases.values()):
+            logger.warning("aopic: request for %s vanished; its cash goes to lambda", lease.url)
+            self._settle(lease, self.engine.fail, "failed/vanished")
+
+    # -- figures ------------------------------------------------------------------
+
+    def update_stats(self) -> None:
+        """Set the gauges (sizes, lambda, convergence) in ``crawler.stats``."""
+        t = self.engine.totals()
+        stats = self.stats
+        stats.set_value("aopic/frontier_size", t.pending)
+        stats.set_value("aopic/known_urls", t.known)
+        stats.set_value("aopic/lambda_cash", t.lambda_cash)
+        stats.set_value("aopic/history_sum", t.history_sum)
+        stats.set_value("aopic/in_flight_cash", t.in_flight)
+        stats.set_value("aopic/cash_injected_total", t.injected)
+        stats.set_value("aopic/lambda_visits_total", t.lambda_visits)
+
+    def export_importance(self, path: str | os.PathLike) -> Path:
+        """Write the importance ranking as JSON Lines, most important first."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("w", encoding="utf-8") as out:
+            for page in self.engine.ranking():
+                out.write(json.dumps(export_record(page), ensure_ascii=False) + "\n")
+        os.replace(tmp, path)
+        return path
+
+
+def export_record(page: RankedPage) -> dict:
+    """One line of the importance export (``AOPIC_EXPORT_IMPORTANCE``,
+    ``scrapy aopic export``)."""
+    return {
+        "url": page.url,
+        "importance": page.importance,
+        "cash": page.cash,
+        "history": page.history,
+        "visits": page.visits,
+        "depth": page.depth,
+        "state": STATE_NAMES.get(page.state, str(page.state)),
+    }

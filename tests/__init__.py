@@ -1,0 +1,1 @@
+"""The scrapy-aopic test suite."""

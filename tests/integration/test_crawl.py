@@ -1,0 +1,142 @@
+"""Real `scrapy crawl`s with the add-on against a local site (SPEC 2, issue 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from tests.support.localsite import SPECIAL, LocalSite
+
+RUNNER = Path(__file__).parents[1] / "support" / "crawlrun.py"
+
+
+def start_crawl(tmp_path, name, seeds, settings, check_greedy=False, spider_args=None):
+    out = tmp_path / f"{name}.json"
+    config = tmp_path / f"{name}.config.json"
+    config.write_text(json.dumps({
+        "seeds": seeds, "settings": settings, "out": str(out), "check_greedy": check_greedy,
+        "spider_args": spider_args or {},
+    }))
+    log = open(tmp_path / f"{name}.log", "w")
+    process = subprocess.Popen([sys.executable, str(RUNNER), str(config)], stdout=log, stderr=subprocess.STDOUT)
+    return process, out
+
+
+def finish(process, out, timeout=120):
+    assert process.wait(timeout=timeout) == 0, f"crawl failed, see {out.parent}"
+    return json.loads(out.read_text())
+
+
+def test_crawl_with_errors_redirects_timeouts_and_binaries(tmp_path):
+    export = tmp_path / "importance.jsonl"
+    with LocalSite(pages=60, slow_seconds=3.0) as site:
+        process, out = start_crawl(tmp_path, "crawl", [site.base + "/p0"], {
+            "CONCURRENT_REQUESTS": 1,  # one at a time: the order must be exactly greedy
+            "DOWNLOAD_TIMEOUT": 1,
+            "RETRY_TIMES": 1,
+            "AOPIC_EXPORT_IMPORTANCE": str(export),
+            "AOPIC_EXPORT_GRAPH": str(tmp_path / "graph.jsonl"),
+        }, check_greedy=True)
+        report = finish(process, out)
+        hits = dict(site.hits)
+        reachable = site.reachable_pages()
+    stats = report["stats"]
+
+    # The books balance, whatever happened to each request.
+    injected = stats["aopic/cash_injected_total"]
+    assert injected == 1.0
+    assert stats["aopic/conservation_error"] <= 1e-9 * injected
+    # Every fetch took the richest URL there was.
+    assert len(report["fetched_cash"]) > len(reachable)
+    assert report["greedy_violations"] == []
+    # Every reachable page fetched exactly once; the redirect to a known
+    # page did not fetch it again.
+    assert {p: hits.get(p, 0) for p in reachable} == {p: 1 for p in reachable}
+    assert stats["aopic/redirects_to_known"] >= 1
+    assert stats["aopic/redirected"] >= 1
+    # Each kind of failure returned its cash to lambda.
+    assert stats["aopic/failed/http_404"] >= 1
+    assert stats["aopic/failed/http_500"] >= 1
+    assert stats["aopic/failed/not_text"] >= 1
+    assert any(k.startswith("aopic/failed/") and "Timeout" in k for k in stats), stats
+    assert stats["aopic/retried"] >= 2  # the 500 and the timeout, once each
+    assert hits["/error"] == 2 and hits["/slow"] == 2
+    # The export: every page, most important first.
+    rows = [json.loads(line) for line in export.read_text().splitlines()]
+    assert {"url", "importance", "cash", "history", "visits"} <= rows[0].keys()
+    importances = [r["importance"] for r in rows]
+    assert importances == sorted(importances, reverse=True)
+    crawled = {r["url"].removeprefix(site.base) for r in rows if r["state"] == "crawled"}
+    assert crawled == reachable
+    assert sum(importances) <= 1.0 + 1e-9
+    # The recorded link graph: one line per visited page, its real links.
+    graph = [json.loads(line) for line in (tmp_path / "graph.jsonl").read_text().splitlines()]
+    assert len(graph) == stats["aopic/pages_visited"]
+    assert {g["url"].removeprefix(site.base) for g in graph} == reachable
+    for page in graph:
+        expected = {site.base + href for href in site.graph[page["url"].removeprefix(site.base)]}
+        assert set(page["links"]) == expected - {page["url"]}
+
+
+def test_offsite_links_are_refused_as_they_come_in(tmp_path):
+    """Links outside allowed_domains get no cash and no turn: refused when
+    their page is visited, never handed out to be dropped by Scrapy."""
+    with LocalSite(pages=40) as site:
+        offsite = site.base.replace("127.0.0.1", "localhost")
+        for i, path in enumerate(sorted(site.graph)[:10]):
+            site.graph[path] = site.graph[path] + [f"{offsite}/p{i}", f"http://offsite.invalid/{i}"]
+        process, out = start_crawl(tmp_path, "offsite", [site.base + "/p0"], {"RETRY_TIMES": 0},
+                                   spider_args={"allowed_domains": ["127.0.0.1"]})
+        report = finish(process, out)
+        hits = dict(site.hits)
+        reachable = site.reachable_pages()
+    stats = report["stats"]
+    assert stats["aopic/refused/offsite"] >= 10
+    assert "aopic/failed/ignored" not in stats and "offsite/filtered" not in stats
+    assert {p: hits.get(p, 0) for p in reachable} == {p: 1 for p in reachable}
+    assert stats["aopic/conservation_error"] <= 1e-9
+
+
+def test_sigkill_mid_crawl_then_resume(tmp_path):
+    """Killed with SIGKILL, resumed from JOBDIR: every reachable page is
+    fetched, at most the requests in flight at the kill twice, and no cash
+    is created."""
+    jobdir = tmp_path / "job"
+    concurrency = 4
+    settings = {"JOBDIR": str(jobdir), "CONCURRENT_REQUESTS": concurrency, "RETRY_TIMES": 0,
+                "DOWNLOAD_TIMEOUT": 1}
+    with LocalSite(pages=400, delay=0.01, slow_seconds=1.5) as site:
+        seeds = [site.base + "/p0"]
+        process, _ = start_crawl(tmp_path, "killed", seeds, settings)
+        deadline = time.monotonic() + 180  # generous: CI machines may be busy
+        while sum(site.hits[p] for p in site.graph) < 120:
+            log = (tmp_path / "killed.log").read_text()[-3000:]
+            assert process.poll() is None, f"the crawl ended before it could be killed:\n{log}"
+            assert time.monotonic() < deadline, f"no progress in 180 s:\n{log}"
+            time.sleep(0.02)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        fetched_before = sum(site.hits[p] for p in site.graph)
+        assert fetched_before < 400
+
+        process, out = start_crawl(tmp_path, "resumed", seeds, settings)
+        report = finish(process, out)
+        hits = dict(site.hits)
+        reachable = site.reachable_pages()
+    stats = report["stats"]
+    assert all(hits.get(p, 0) >= 1 for p in reachable)
+    twice = sum(hits.get(p, 0) - 1 for p in reachable)
+    # In flight at the kill: at most CONCURRENT_REQUESTS downloads plus the
+    # responses waiting to be parsed.
+    assert twice <= 2 * concurrency, twice
+    assert stats["aopic/resumed_in_flight"] >= twice
+    assert stats["aopic/cash_injected_total"] == 1.0  # the seed brought cash once
+    assert stats["aopic/conservation_error"] <= 1e-9
+    # The resumed run fetched only what was left (and what was in flight).
+    assert stats["aopic/pages_visited"] <= len(reachable) - fetched_before + 2 * concurrency + 1

@@ -1,0 +1,253 @@
+"""AopicScheduler against Scrapy's scheduler contract, politeness and JOBDIR."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from scrapy import Request, Spider
+from scrapy.core.downloader import Slot
+from scrapy.core.scheduler import BaseScheduler
+from scrapy.utils.test import get_crawler
+
+from scrapy_aopic.frontier import Frontier
+from scrapy_aopic.frontier.requestcodec import decode_request, encode_request
+from scrapy_aopic.scheduler import AopicScheduler
+from scrapy_aopic.store import PENDING
+
+
+class BroadSpider(Spider):
+    name = "broad"
+
+    def parse(self, response):
+        pass
+
+    def parse_other(self, response):
+        pass
+
+
+class FakeDownloader:
+    """Just the part of Scrapy's Downloader the frontier reads: its slots."""
+
+    def __init__(self):
+        self.slots: dict[str, Slot] = {}
+
+    def fill(self, host: str, active: int, concurrency: int = 2, delay: float = 0.0):
+        slot = Slot(concurrency, delay, 0)
+        slot.active = {Request(f"http://{host}/busy{i}") for i in range(active)}
+        self.slots[host] = slot
+
+
+def make_scheduler(settings=None, downloader=None):
+    crawler = get_crawler(BroadSpider, {"ADDONS": {"scrapy_aopic.Addon": 0}, **(settings or {})})
+    spider = BroadSpider()
+    scheduler = AopicScheduler.from_crawler(crawler)
+    scheduler.open(spider)
+    scheduler.frontier._downloader = downloader
+    return scheduler, crawler
+
+
+def seed(url, **kwargs):
+    return Request(url, meta={"is_start_request": True}, **kwargs)
+
+
+def drain(scheduler):
+    out = []
+    while (request := scheduler.next_request()) is not None:
+        out.append(request)
+    return out
+
+
+def test_is_a_scrapy_scheduler():
+    assert issubclass(AopicScheduler, BaseScheduler)
+    scheduler, crawler = make_scheduler()
+    assert crawler.settings["SCHEDULER"] is AopicScheduler
+    assert not scheduler.has_pending_requests()
+    assert len(scheduler) == 0
+    assert scheduler.next_request() is None
+
+
+def test_length_and_dequeue():
+    scheduler, _ = make_scheduler()
+    urls = [f"http://h{i % 3}.example/{i}" for i in range(10)]
+    for url in urls:
+        assert scheduler.enqueue_request(seed(url))
+    assert len(scheduler) == 10 and scheduler.has_pending_requests()
+    out = drain(scheduler)
+    assert sorted(r.url for r in out) == sorted(urls)
+    assert len(scheduler) == 0 and not scheduler.has_pending_requests()
+    # Equal cash: first come, first served.
+    assert [r.url for r in out] == urls
+
+
+def test_known_url_merges_instead_of_queueing_twice():
+    scheduler, crawler = make_scheduler()
+    assert scheduler.enqueue_request(seed("http://a.example/x"))
+    assert not scheduler.enqueue_request(Request("http://a.example/x"))
+    assert not scheduler.enqueue_request(Request("http://a.example/x#fragment"))
+    assert len(scheduler) == 1
+    assert crawler.stats.get_value("aopic/duplicates_merged") == 2
+
+
+def test_priority_does_not_break_it():
+    scheduler, _ = make_scheduler()
+    scheduler.enqueue_request(seed("http://a.example/1", priority=-100))
+    scheduler.enqueue_request(seed("http://a.example/2", priority=100))
+    out = drain(scheduler)
+    assert {r.url for r in out} == {"http://a.example/1", "http://a.example/2"}
+    assert [r.priority for r in out] == [-100, 100]  # kept on the request
+
+
+def test_requests_come_back_whole():
+    scheduler, _ = make_scheduler()
+    request = Request(
+        "http://a.example/api",
+        method="POST",
+        body=b"q=1",
+        headers={"X-Token": "t"},
+        callback=BroadSpider().parse_other,
+        meta={"is_start_request": True, "custom": [1, 2]},
+        cb_kwargs={"page": 3},
+    )
+    scheduler.enqueue_request(request)
+    out = scheduler.next_request()
+    assert out.method == "POST" and out.body == b"q=1"
+    assert out.headers[b"X-Token"] == b"t"
+    assert out.meta["custom"] == [1, 2]
+    assert out.cb_kwargs == {"page": 3}
+    assert out.callback.__name__ == "parse_other"
+
+
+@pytest.mark.parametrize("portable", [False, True])
+@pytest.mark.parametrize("url", ["http://a.example/p", "http://A.example/p#frag"])
+def test_followed_links_with_a_referer_are_stored_small_and_come_back_whole(portable, url):
+    """Scrapy's RefererMiddleware gives every followed link a Referer
+    header: such a link is stored as the header and URL, not as a Request."""
+    spider = BroadSpider()
+    link = Request(url, callback=spider.parse, headers={"Referer": "http://a.example/"}, meta={"depth": 2})
+    data = encode_request(link, "http://a.example/p", spider, portable=portable)
+    assert not isinstance(data, Request)
+    if portable:
+        data = json.loads(json.dumps(data))
+    out = decode_request("http://a.example/p", data, spider)
+    assert out.url == link.url and out.method == "GET" and out.callback is None
+    assert out.headers.getlist(b"Referer") == [b"http://a.example/"]
+    # Any other header makes it a full request again.
+    link.headers[b"X-Other"] = b"1"
+    assert isinstance(encode_request(link, "http://a.example/p", spider, portable=False), Request)
+
+
+def test_dont_filter_queues_a_crawled_url_again():
+    scheduler, _ = make_scheduler()
+    scheduler.enqueue_request(seed("http://a.example/x"))
+    request = scheduler.next_request()
+    frontier = scheduler.frontier
+    frontier.engine.visit(frontier.lease_of(request), [])
+    assert not scheduler.enqueue_request(Request("http://a.example/x"))
+    assert scheduler.enqueue_request(Request("http://a.example/x", dont_filter=True))
+    assert scheduler.next_request().url == "http://a.example/x"
+
+
+def test_dominant_host_does_not_starve_others():
+    downloader = FakeDownloader()
+    scheduler, _ = make_scheduler(downloader=downloader)
+    for i in range(500):
+        scheduler.enqueue_request(seed(f"http://big.example/{i}"))
+    scheduler.enqueue_request(seed("http://small.example/a"))
+    scheduler.enqueue_request(seed("http://other.example/a"))
+    downloader.fill("big.example", active=2, concurrency=2)
+    out = [scheduler.next_request(), scheduler.next_request()]
+    assert {r.url for r in out} == {"http://small.example/a", "http://other.example/a"}
+    assert scheduler.next_request() is None  # only the full host is left
+    assert scheduler.has_pending_requests()
+    downloader.fill("big.example", active=1, concurrency=2)
+    assert scheduler.next_request().url.startswith("http://big.example/")
+
+
+def test_delayed_slot_takes_one_request_at_a_time():
+    downloader = FakeDownloader()
+    scheduler, _ = make_scheduler(downloader=downloader)
+    scheduler.enqueue_request(seed("http://slow.example/1"))
+    scheduler.enqueue_request(seed("http://slow.example/2"))
+    downloader.fill("slow.example", active=1, concurrency=8, delay=2.0)
+    assert scheduler.next_request() is None
+
+
+def test_jobdir_close_and_reopen_keeps_the_state(tmp_path):
+    settings = {"JOBDIR": str(tmp_path / "job")}
+    scheduler, _ = make_scheduler(settings)
+    for i in range(20):
+        scheduler.enqueue_request(seed(f"http://h{i % 4}.example/{i}"))
+    frontier = scheduler.frontier
+    first = scheduler.next_request()
+    frontier.visit(_html(first), [Request(f"http://h0.example/new{i}") for i in range(3)])
+    in_flight = scheduler.next_request()  # still in flight at close
+    before = {v.url: (v.state, v.cash + v.leased, v.history) for v in frontier.store.iter_accounts()}
+    totals = frontier.engine.totals()
+    pending_before_close = len(scheduler)
+    scheduler.close("shutdown")
+
+    again, _ = make_scheduler(settings)
+    store = again.frontier.store
+    after = {v.url: (v.state, v.cash, v.history) for v in store.iter_accounts()}
+    assert after.keys() == before.keys()
+    for url, (state, cash, history) in before.items():
+        expected_state = PENDING if url == in_flight.meta["aopic_key"] else state
+        assert after[url] == (expected_state, pytest.approx(cash), pytest.approx(history))
+    assert store.totals().injected == totals.injected
+    assert store.totals().history_sum == pytest.approx(totals.history_sum)
+    assert len(again) == pending_before_close + 1  # the in-flight request is queued again
+    assert again.frontier.engine.conservation_error() < 1e-12
+
+
+def test_jobdir_survives_a_crash_without_close(tmp_path):
+    """No close at all (as after SIGKILL): the journal alone restores it."""
+    settings = {"JOBDIR": str(tmp_path / "job")}
+    scheduler, _ = make_scheduler(settings)
+    for i in range(10):
+        scheduler.enqueue_request(seed(f"http://h.example/{i}"))
+    leased = [scheduler.next_request() for _ in range(3)]
+    scheduler.frontier.visit(_html(leased[0]), [Request("http://h.example/found")])
+    injected = scheduler.frontier.engine.totals().injected
+    # Simulate the kill: drop the objects without closing anything.
+    scheduler.frontier.store._journal.close()
+
+    again, crawler = make_scheduler(settings)
+    totals = again.frontier.engine.totals()
+    assert totals.injected == injected
+    assert again.frontier.store.get("http://h.example/found").state == PENDING
+    assert len(again) == 10 - 3 + 2 + 1  # 7 untouched, 2 in flight back, 1 found
+    assert again.frontier.engine.conservation_error() < 1e-12
+    assert crawler.stats.get_value("aopic/resumed_in_flight") == 2
+
+
+def test_torn_journal_line_is_dropped(tmp_path):
+    settings = {"JOBDIR": str(tmp_path / "job")}
+    scheduler, _ = make_scheduler(settings)
+    for i in range(5):
+        scheduler.enqueue_request(seed(f"http://h.example/{i}"))
+    journal = scheduler.frontier.store._journal
+    journal.write('["inject",["http://h.example/torn","h.example",0,nu')  # killed mid-write
+    journal.close()
+    again, _ = make_scheduler(settings)
+    assert len(again) == 5
+    assert again.frontier.engine.conservation_error() < 1e-12
+
+
+def _html(request):
+    from scrapy.http import HtmlResponse
+
+    return HtmlResponse(request.url, body=b"<html></html>", request=request)
+
+
+def test_frontier_is_shared_per_crawler():
+    scheduler, crawler = make_scheduler()
+    assert Frontier.from_crawler(crawler) is scheduler.frontier
+
+
+def test_handed_out_requests_keep_offsite_filtering():
+    """Scrapy's OffsiteMiddleware skips dont_filter requests: the frontier
+    must not set it, or allowed_domains would be ignored."""
+    scheduler, _ = make_scheduler()
+    scheduler.enqueue_request(seed("http://a.example/x"))
+    assert scheduler.next_request().dont_filter is False

@@ -1,0 +1,1 @@
+"""Shared test support: local sites, crawl runners, a real Redis server."""

@@ -1,0 +1,1 @@
+"""Unit tests: one component at a time, no crawl processes."""

