@@ -509,7 +509,7 @@ def _percentiles(values: list[float]) -> dict:
 
 
 def busy_hosts_cost() -> list[tuple[int, float, float]]:
-    """µs per ``Frontier._busy_hosts`` call with 16 requests in flight:
+    """µs per ``DownloadProbe.busy_hosts`` call with 16 requests in flight:
     walking the active requests vs scanning every download slot."""
     import timeit
 
@@ -526,10 +526,10 @@ def busy_hosts_cost() -> list[tuple[int, float, float]]:
             request = Request(f"http://h{i % 10}.example/{i}", meta={"download_slot": f"h{i % 10}.example"})
             slots[f"h{i % 10}.example"].active.add(request)
             active.add(request)
-        frontier._downloader = SimpleNamespace(slots=slots, active=active)
-        walk = timeit.timeit(frontier._busy_hosts, number=2000) / 2000
-        frontier._downloader = SimpleNamespace(slots=slots)
-        scan = timeit.timeit(frontier._busy_hosts, number=2000) / 2000
+        frontier.probe._downloader = SimpleNamespace(slots=slots, active=active)
+        walk = timeit.timeit(frontier.probe.busy_hosts, number=2000) / 2000
+        frontier.probe._downloader = SimpleNamespace(slots=slots)
+        scan = timeit.timeit(frontier.probe.busy_hosts, number=2000) / 2000
         rows.append((count, walk * 1e6, scan * 1e6))
     return rows
 
@@ -587,7 +587,7 @@ def crawl_scaling(args) -> None:
             print(f"{backend + ' x' + str(workers):>14} " + " ".join(f"{c:>22}" for c in cells))
         print("(next_request includes decoding the request; visit includes the spider middleware's link")
         print(" handling and the settlement; enqueue of a link found by a visit is free: it is already in the frontier)\n")
-        print("Busy download slots per next_request (Frontier._busy_hosts, 16 requests in flight):")
+        print("Busy download slots per next_request (DownloadProbe.busy_hosts, 16 requests in flight):")
         for count, walk, scan in busy_hosts_cost():
             print(f"   {count:>5} slots: walking the active requests {walk:5.1f} µs, scanning every slot {scan:6.1f} µs")
         if any(r["twice"] or r["missing"] for r in results.values()):

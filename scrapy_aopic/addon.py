@@ -46,7 +46,7 @@ class Addon:
         settings.set_in_component_priority_dict(
             "DOWNLOADER_MIDDLEWARES", CashLedgerMiddleware, LEDGER_MIDDLEWARE_ORDER
         )
-        # Hygiene (issue 3): keys inside the ledger, traps after Scrapy's
+        # Hygiene: keys inside the ledger, traps after Scrapy's
         # offsite check (50) and before robots.txt (100), robots cash next to it.
         from .middlewares.normalize import UrlNormalizeMiddleware
         from .middlewares.traps import TrapGuardMiddleware
@@ -63,7 +63,7 @@ class Addon:
         settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", SimhashDedupMiddleware, 545)
         # Re-crawl (AOPIC_RECRAWL; off by default: it raises NotConfigured):
         # conditional requests and change detection, just inside the dedup.
-        from .recrawl.hook import RecrawlMiddleware
+        from .middlewares.recrawl import RecrawlMiddleware
 
         settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", RecrawlMiddleware, 540)
         settings.set_in_component_priority_dict("EXTENSIONS", AopicLogStats, 0)

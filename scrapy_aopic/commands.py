@@ -492,7 +492,7 @@ def frontier_summary(frontier: FrontierView, host_limit: int = 20) -> dict:
         "lambda_visits": totals.lambda_visits,
         "in_flight_cash": totals.in_flight,
         "history_sum": totals.history_sum,
-        # The importance estimate's error shrinks like 1/history_sum (SPEC 2).
+        # The importance estimate's error shrinks like 1/history_sum (``docs/concepts.rst``).
         "convergence": 1.0 / totals.history_sum if totals.history_sum > 0 else None,
         "conservation_error": error,
         "richest_pending": {"url": richest[0], "cash": richest[1]} if richest else None,

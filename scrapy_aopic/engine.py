@@ -2,7 +2,7 @@
 
 Pure Python, no Scrapy and no Redis: the scheduler, the Redis backend and the
 simulator all drive this one implementation (Abiteboul, Preda, Cobena,
-"Adaptive On-Line Page Importance Computation", WWW 2003; SPEC section 2).
+"Adaptive On-Line Page Importance Computation", WWW 2003; ``docs/concepts.rst``).
 
 The engine decides *how much* cash moves *where*; a
 :class:`~scrapy_aopic.store.base.FrontierStore` applies each move atomically.
@@ -71,7 +71,7 @@ def windowed_history(
     now: float,
     window: float | None,
 ) -> float:
-    """History of a page after a visit that found ``cash`` (SPEC 2, AOPIC).
+    """History of a page after a visit that found ``cash`` (AOPIC's window, ``docs/concepts.rst``).
 
     Without a window this is OPIC's ``H + c``. With window ``T`` and ``S`` the
     time since the previous visit: ``T < S`` keeps only the part of ``c`` that
@@ -154,7 +154,7 @@ class AopicEngine:
 
     def visit_lambda_if_due(self) -> float:
         """Visit lambda when it is at least as rich as the richest pending
-        URL, or when nothing else is pending (SPEC 2); returns the payout."""
+        URL, or when nothing else is pending (``docs/concepts.rst``); returns the payout."""
         lambda_cash = self.store.totals().lambda_cash
         if lambda_cash <= 0:
             return 0.0
@@ -286,13 +286,7 @@ class AopicEngine:
     def ledger(self) -> tuple[float, float, float, float]:
         """Recount the books account by account (O(n)):
         ``(account_cash, lambda_cash, in_flight, injected)``."""
-        accounts = 0.0
-        in_flight = 0.0
-        for view in self.store.iter_accounts():
-            accounts += view.cash
-            in_flight += view.leased
-        t = self.store.totals()
-        return accounts, t.lambda_cash, in_flight, t.injected
+        return self.store.recount()
 
     def conservation_error(self) -> float:
         """``|sum C + C(lambda) + in flight - injected|``, recounted."""

@@ -13,7 +13,8 @@ from scrapy.core.scheduler import BaseScheduler
 from scrapy.exceptions import DontCloseSpider
 
 from . import settings as aopic_settings
-from .frontier import REGISTERED, Frontier
+from .frontier import Frontier
+from .meta import REGISTERED
 from .frontier.requestcodec import TRANSIENT_META
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class AopicScheduler(BaseScheduler):
     def open(self, spider: Spider) -> None:
         self.spider = spider
         self.frontier.open(spider)
-        if self.frontier._shared and self.crawler is not None:
+        if self.frontier.shared and self.crawler is not None:
             self.shared = SharedCrawl(self.crawler, self.frontier, spider)
             self.shared.start()
         return None
@@ -244,17 +245,9 @@ class SharedCrawl:
                 if self.feed_seeds():
                     starved = True  # new requests: ask for them now
             if starved:
-                self._wake()
+                self.frontier.probe.wake()
         except Exception:  # a looping call that raises stops for good
             logger.exception("aopic: shared crawl poll failed; retrying in %.1fs", self.TICK)
-
-    def _wake(self) -> None:
-        """Make the engine ask the scheduler again (Scrapy has no public
-        call for this; without it the engine's 5 s heartbeat does it)."""
-        slot = getattr(self.crawler.engine, "_slot", None)
-        nextcall = getattr(slot, "nextcall", None)
-        if nextcall is not None and getattr(slot, "closing", None) is None:
-            nextcall.schedule()
 
     def feed_seeds(self) -> int:
         """Take one batch from the start-URLs key and schedule it as seeds;

@@ -197,9 +197,44 @@ define("AOPIC_DUPLICATE_PATTERN_SHARE", 0.8, "hygiene", """
 
 # canonical URLs, trap guard, robots.txt-aware cash (scrapy_aopic.hygiene.canonical,
 # scrapy_aopic.hygiene.traps, scrapy_aopic.middlewares.robots)
-from .hygiene.canonical import DEFAULT_DROP_PARAMS as _DEFAULT_DROP_PARAMS  # noqa: E402
+#: Default of ``AOPIC_CANONICAL_DROP_PARAMS``: click and campaign trackers.
+#: A trailing ``*`` makes an entry a prefix.
+DEFAULT_DROP_PARAMS = (
+    "utm_*",
+    "gclid",
+    "gclsrc",
+    "dclid",
+    "gbraid",
+    "wbraid",
+    "fbclid",
+    "msclkid",
+    "yclid",
+    "ysclid",
+    "twclid",
+    "ttclid",
+    "li_fat_id",
+    "igshid",
+    "mc_cid",
+    "mc_eid",
+    "mkt_tok",
+    "_ga",
+    "_gl",
+    "_hsenc",
+    "_hsmi",
+    "__hstc",
+    "__hssc",
+    "__hsfp",
+    "hsctatracking",
+    "oly_anon_id",
+    "oly_enc_id",
+    "vero_id",
+    "vero_conv",
+    "_openstat",
+    "wickedid",
+)
 
-define("AOPIC_CANONICAL_DROP_PARAMS", list(_DEFAULT_DROP_PARAMS), "hygiene", """
+
+define("AOPIC_CANONICAL_DROP_PARAMS", list(DEFAULT_DROP_PARAMS), "hygiene", """
     Query parameters removed from canonical URLs (account keys): click and
     campaign trackers by default (``utm_*``, ``gclid``, ``fbclid``,
     ``msclkid``, ...). Names are matched case-insensitively; an entry ending
@@ -414,3 +449,17 @@ define("AOPIC_REPORT_TOP", 50, "report", """
     Rows of the top pages table of the crawl report (most important first).""")
 
 DEFAULTS: dict[str, Any] = {name: s.default for name, s in SETTINGS.items()}
+
+
+def recrawl_enabled(settings: Any) -> bool:
+    """Whether ``AOPIC_RECRAWL`` is on."""
+    return get_bool(settings, "AOPIC_RECRAWL")
+
+
+def effective_history_window(settings: Any) -> float | None:
+    """``AOPIC_HISTORY_WINDOW``; when it is unset and re-crawl is on,
+    ``AOPIC_RECRAWL_HISTORY_WINDOW`` (what the frontier gives the engine)."""
+    window = get_optional_float(settings, "AOPIC_HISTORY_WINDOW")
+    if window is None and recrawl_enabled(settings):
+        window = get_optional_float(settings, "AOPIC_RECRAWL_HISTORY_WINDOW")
+    return window

@@ -107,7 +107,7 @@ def rank_agreement(previous: list[str], current: list[str]) -> tuple[float | Non
 def top_urls(store, k: int = TOP_K) -> list[str]:
     """The ``k`` most important URLs of ``store`` (one pass, no full sort).
 
-    Importance is proportional to ``history + cash`` (SPEC 2), and the
+    Importance is proportional to ``history + cash`` (``docs/concepts.rst``), and the
     denominator is the same for every page, so it is left out.
     """
     views = (v for v in store.iter_accounts() if v.state != ALIAS)

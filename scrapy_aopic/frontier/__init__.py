@@ -2,37 +2,34 @@
 
 One :class:`Frontier` per crawler, shared by the scheduler and the
 middlewares (:meth:`Frontier.from_crawler` returns the same object to all of
-them). It turns requests into accounts and back, keeps the leases of the
-requests it handed out, and settles each lease exactly once, whatever
-happens to the request:
+them). It is a facade over four parts, one job each:
 
-============================  ===============================================
-what happens                  where the lease's cash goes
-============================  ===============================================
-parsed by a callback          its links and lambda (:meth:`visit`)
-non-2xx, not text, dropped,   lambda (:meth:`fail`)
-download error, IgnoreRequest
-redirect, alias, duplicate    the target URL's account (:meth:`transfer`)
-retry                         back to the same account (:meth:`transfer`)
-in flight at shutdown         back to the same account (:meth:`close`)
-lost without a trace          lambda, when the spider goes idle
-============================  ===============================================
+* the **store** (:mod:`scrapy_aopic.store`) and the **engine**
+  (:mod:`scrapy_aopic.engine`): accounts, lambda, greedy order;
+* the **ledger** (:mod:`.ledger`): the only path to cash and leases; every
+  lease handed out is settled exactly once (its table says where the cash
+  goes on each path);
+* the **link filter chain** (:mod:`.linkfilters`): offsite, trap, robots.txt
+  and pattern rules that hygiene components register;
+* the **probe** (:mod:`.probe`): download-slot occupancy and wake-ups, the
+  one adapter to Scrapy internals.
 
 Cash never rides on a request: a visit credits its links' accounts in one
 store change (creating them with their requests), so a crawl killed at any
-moment loses neither cash nor discovered links.
+moment loses neither cash nor discovered links. A lease still open when the
+spider goes idle belongs to a request that vanished without reaching a hook:
+its cash goes to lambda then.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from scrapy import Request, signals
 from scrapy.http import TextResponse
@@ -40,15 +37,18 @@ from scrapy.utils.httpobj import urlparse_cached
 
 from .. import settings as aopic_settings
 from .. import signals as aopic_signals
+from ..engine import AopicEngine, RankedPage
 from ..hygiene.canonical import build_canonicalizer
 from ..hygiene.domains import origin_of
-from ..engine import AopicEngine, RankedPage
-from ..store.journal import JournaledStore
-from .offsite import OffsiteLinkFilter
-from ..recrawl.hook import RecrawlHook, effective_history_window
-from .requestcodec import decode_request, encode_request
+from ..meta import CASH, DUPLICATE_OF, KEY, LEASE, LINK, REGISTERED
 from ..store.base import STATE_NAMES, FrontierStore, Lease, Link
+from ..store.journal import JournaledStore
 from ..store.memory import MemoryStore
+from .ledger import Ledger
+from .linkfilters import LinkFilter, LinkFilterChain
+from .offsite import OffsiteLinkFilter
+from .probe import DownloadProbe
+from .requestcodec import decode_request, encode_request
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -56,17 +56,18 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: ``(url, canonical_url, request, depth) -> reason or None``: a rule that
-#: refuses a URL before it gets cash or enters the frontier.
-LinkFilter = Callable[[str, str, Request, int], "str | None"]
+__all__ = ["Frontier", "LinkFilter", "RevisitSource", "export_record"]
 
 _frontiers: weakref.WeakKeyDictionary[Crawler, Frontier] = weakref.WeakKeyDictionary()
 
-LEASE = "aopic_lease"  #: meta key: the lease id of a request we handed out
-KEY = "aopic_key"  #: meta key: the canonical URL (account key) of that request
-REGISTERED = "aopic_registered"  #: meta key: a link already put in the frontier
-LINK = "aopic_link"  #: meta key a spider sets to False: not a link, no cash
-DUPLICATE_OF = "aopic_duplicate_of"  #: response meta: canonical URL of the original
+
+class RevisitSource(Protocol):
+    """What a re-crawl planner gives the frontier (see
+    :meth:`Frontier.register_revisits`)."""
+
+    def open(self, store: FrontierStore) -> None: ...
+
+    def next_lease(self, store: FrontierStore, ready: Callable[[str], bool]) -> Lease | None: ...
 
 
 class Frontier:
@@ -76,9 +77,6 @@ class Frontier:
     (it may need ``JOBDIR`` or the spider's name).
     """
 
-    #: The store is shared with other processes (the Redis backend): one
-    #: round trip per ``next_request``, cross-worker idle rules.
-    _shared = False
     #: The last :meth:`next_request` found nothing to hand out here (the
     #: scheduler then polls: another worker may free a host or add links).
     starved = False
@@ -91,8 +89,9 @@ class Frontier:
         self.lambda_tax = aopic_settings.get_optional_float(settings, "AOPIC_LAMBDA_TAX")
         self.lambda_targets = aopic_settings.get(settings, "AOPIC_LAMBDA_TARGETS")
         # A continuous crawl needs a window (AOPIC_RECRAWL_HISTORY_WINDOW by default).
-        self.history_window = effective_history_window(settings)
-        self.recrawl = RecrawlHook.from_crawler(crawler)  # None unless AOPIC_RECRAWL
+        self.history_window = aopic_settings.effective_history_window(settings)
+        #: pages due for a revisit (the re-crawl planner registers itself)
+        self.recrawl: RevisitSource | None = None
         self.link_memory = aopic_settings.get_bool(settings, "AOPIC_LINK_MEMORY")
         self.backend = aopic_settings.get(settings, "AOPIC_BACKEND")
         self.export_path = aopic_settings.get(settings, "AOPIC_EXPORT_IMPORTANCE")
@@ -105,13 +104,13 @@ class Frontier:
         # Validate early: a bad setting should stop the crawl before it starts.
         AopicEngine(MemoryStore(self.lambda_targets), lambda_tax=self.lambda_tax,
                     history_window=self.history_window, seed_cash=self.seed_cash)
-        self.link_filters: list[LinkFilter] = []
+        self.link_filters = LinkFilterChain()
         self.canonicalize: Callable[[str], str | None] = build_canonicalizer(settings)
+        self.probe = DownloadProbe(crawler)
         self.engine: AopicEngine | None = None
         self.store: FrontierStore | None = None
+        self.ledger: Ledger | None = None
         self.spider = None
-        self._downloader = None
-        self._leases: dict[int, Lease] = {}
         self._upkeep_due = True  # see next_request
         # Portable request data (JSON) is needed whenever another process or
         # a later run reads the store; one process alone can keep objects.
@@ -125,6 +124,18 @@ class Frontier:
         if frontier is None:
             frontier = _frontiers[crawler] = cls(crawler)
         return frontier
+
+    def register_revisits(self, source: RevisitSource) -> None:
+        """Let ``source`` (the re-crawl planner) hand out pages due for a
+        revisit ahead of the cash order."""
+        self.recrawl = source
+        if self.store is not None:
+            source.open(self.store)
+
+    @property
+    def shared(self) -> bool:
+        """Other processes share the store (the Redis backend)."""
+        return self.store is not None and self.store.shared
 
     # -- life cycle -----------------------------------------------------------
 
@@ -143,22 +154,13 @@ class Frontier:
             seed_cash=self.seed_cash,
             link_memory=self.link_memory,
         )
-        try:
-            self._downloader = self.crawler.engine.downloader
-        except (AttributeError, RuntimeError):  # no engine: a scheduler used on its own
-            self._downloader = None
-        offsite = self._offsite_filter()
+        self.ledger = Ledger(self.engine, self.stats)
+        self.probe.attach()
+        offsite = OffsiteLinkFilter.for_middlewares(self.probe.downloader_middlewares(), spider)
         if offsite is not None:
-            self.link_filters.insert(0, offsite)  # the cheapest and most common refusal
+            self.link_filters.register(offsite, first=True)  # the cheapest and most common refusal
         if isinstance(self.store, JournaledStore) and self.store.requeued_on_open:
             self.stats.inc_value("aopic/resumed_in_flight", self.store.requeued_on_open)
-
-    def _offsite_filter(self) -> LinkFilter | None:
-        """Scrapy's own offsite rule as a link filter (see
-        :class:`~scrapy_aopic.frontier.offsite.OffsiteLinkFilter`), when its
-        ``OffsiteMiddleware`` is enabled."""
-        middlewares = getattr(getattr(self._downloader, "middleware", None), "middlewares", ())
-        return OffsiteLinkFilter.for_middlewares(middlewares, self.spider)
 
     def _build_store(self, spider) -> FrontierStore:
         if self.backend == "memory":
@@ -172,7 +174,6 @@ class Frontier:
             from ..store.redis import RedisStore
 
             self._portable = True
-            self._shared = True
             return RedisStore.from_crawler(self.crawler, spider, lambda_targets=self.lambda_targets)
         raise ValueError(f"AOPIC_BACKEND must be 'memory' or 'redis', got {self.backend!r}")
 
@@ -180,10 +181,11 @@ class Frontier:
         """Give in-flight leases back, record the final figures, export, close."""
         if self.engine is None:
             return
-        for lease in list(self._leases.values()):
-            self._settle(lease, self.engine.requeue, "requeued_at_close")
+        for lease in self.ledger.open_leases():
+            self.ledger.requeue(lease, "requeued_at_close")
         self.update_stats()
-        error, injected = self._conservation()
+        error = self.engine.conservation_error()
+        injected = self.engine.totals().injected
         self.stats.set_value("aopic/conservation_error", error)
         if error > 1e-9 * max(injected, 1.0):
             logger.error("aopic: cash conservation broken: error %.3g of %.6g injected", error, injected)
@@ -192,15 +194,6 @@ class Frontier:
             logger.info("aopic: importance ranking written to %s", path)
         self.crawler.signals.send_catch_log(aopic_signals.frontier_closing, frontier=self, reason=reason)
         self.store.close()
-
-    def _conservation(self) -> tuple[float, float]:
-        """``(conservation error, injected)``. A shared store is recounted
-        server-side in one consistent snapshot: a page-by-page recount would
-        race the other workers, which keep writing."""
-        if self._shared and hasattr(self.store, "recount"):
-            accounts, lambda_cash, in_flight, injected = self.store.recount()
-            return abs(math.fsum((accounts, lambda_cash, in_flight)) - injected), injected
-        return self.engine.conservation_error(), self.engine.totals().injected
 
     # -- keys -----------------------------------------------------------------
 
@@ -215,13 +208,6 @@ class Frontier:
     def _request_data(self, request: Request, key: str) -> Any:
         return encode_request(request, key, self.spider, portable=self._portable)
 
-    def _refusal(self, url: str, key: str, request: Request, depth: int) -> str | None:
-        for rule in self.link_filters:
-            reason = rule(url, key, request, depth)
-            if reason:
-                return reason
-        return None
-
     def _count_refusal(self, reason: str) -> None:
         self.stats.inc_value(f"aopic/refused/{reason}")
 
@@ -233,8 +219,9 @@ class Frontier:
         settled, never lost."""
         meta = request.meta
         lease_id = meta.get(LEASE)
-        if lease_id is not None and lease_id in self._leases:
-            return self._enqueue_follow_up(request, self._leases[lease_id])
+        lease = self.ledger.lease_of(request) if lease_id is not None else None
+        if lease is not None:
+            return self._enqueue_follow_up(request, lease)
         if meta.get(REGISTERED):
             return True  # its account was created when its page was visited
         key = self.canonicalize(request.url)
@@ -242,7 +229,7 @@ class Frontier:
             self._count_refusal("unfetchable_url")
             return False
         depth = meta.get("depth", 0)
-        reason = self._refusal(request.url, key, request, depth)
+        reason = self.link_filters.refusal(request.url, key, request, depth)
         if reason:
             self._count_refusal(reason)
             return False
@@ -265,21 +252,21 @@ class Frontier:
         middleware's replacement) carries the lease's cash to its URL."""
         key = self.canonicalize(request.url)
         if key is None:
-            self._settle(lease, self.engine.fail, "failed/unfetchable_redirect")
+            self.ledger.fail(lease, "unfetchable_redirect")
             return False
         target = Link(key, self.host_of(request), lease.depth, self._request_data(request, key))
         if key == lease.url:
             # A retry: queue the URL again with the new request, which carries
             # the retry count (the stored one would retry forever).
-            self._settle(lease, lambda l: self.engine.transfer(l, target), "retried")
+            self.ledger.transfer(lease, target, "retried")
             return True
-        reason = self._refusal(request.url, key, request, lease.depth)
+        reason = self.link_filters.refusal(request.url, key, request, lease.depth)
         if reason:
             self._count_refusal(reason)
-            self._settle(lease, self.engine.fail, "failed/refused_redirect")
+            self.ledger.fail(lease, "refused_redirect")
             return False
         before = self.store.get(key)
-        self._settle(lease, lambda l: self.engine.transfer(l, target), "redirected")
+        self.ledger.transfer(lease, target, "redirected")
         if before is None:
             return True  # the transfer opened a pending account for the target
         self.stats.inc_value("aopic/redirects_to_known")
@@ -287,21 +274,9 @@ class Frontier:
 
     # -- requests out -----------------------------------------------------------
 
-    def _host_ready(self, host: str) -> bool:
-        slots = self._downloader.slots if self._downloader is not None else None
-        if not slots:
-            return True
-        slot = slots.get(host)
-        if slot is None:
-            return True
-        # A slot with a delay sends one request at a time: anything queued
-        # there would only wait, holding a global concurrency place.
-        limit = 1 if slot.delay else slot.concurrency
-        return len(slot.active) < limit
-
     def next_request(self) -> Request | None:
         """The richest pending URL whose host can be fetched now, leased."""
-        if self._shared:
+        if self.shared:
             return self._next_request_shared()
         if self._upkeep_due:
             # Once per request handed out, not per call: the engine asks
@@ -316,9 +291,9 @@ class Frontier:
                 self.stats.inc_value("aopic/virtual_revisits", upkeep.revisits)
         lease = None
         if self.recrawl is not None:  # pages due for a revisit go back in first
-            lease = self.recrawl.next_lease(self.store, self._host_ready)
+            lease = self.recrawl.next_lease(self.store, self.probe.host_ready)
         if lease is None:
-            lease = self.store.pop(self._host_ready, self.min_share)
+            lease = self.store.pop(self.probe.host_ready, self.min_share)
         if lease is None:
             return None
         self._upkeep_due = True
@@ -333,9 +308,9 @@ class Frontier:
         store = self.store
         lease = None
         if self.recrawl is not None:  # pages due for a revisit (this worker's plan) first
-            lease = self.recrawl.next_lease(store, self._host_ready)
+            lease = self.recrawl.next_lease(store, self.probe.host_ready)
         if lease is None:
-            lease = store.pop(self._host_ready, self.min_share, busy=self._busy_hosts(), visit_lambda=True)
+            lease = store.pop(self.probe.host_ready, self.min_share, busy=self.probe.busy_hosts(), visit_lambda=True)
             paid = store.last_lambda_payout
             if paid:
                 self.stats.inc_value("aopic/lambda_visits")
@@ -347,77 +322,38 @@ class Frontier:
             return None
         return self._hand_out(lease)
 
-    def _busy_hosts(self) -> list[str]:
-        """Download slots that are full here (see :meth:`_host_ready`).
-
-        Only slots with a request inside can be full, and the downloader
-        holds at most ``CONCURRENT_REQUESTS`` requests, so this walks its
-        active requests rather than every slot it knows (thousands in a broad
-        crawl: slots are kept a minute after their last request)."""
-        downloader = self._downloader
-        slots = getattr(downloader, "slots", None)
-        if not slots:
-            return []
-        active = getattr(downloader, "active", None)
-        if active is None or len(active) >= len(slots):
-            candidates = slots
-        else:
-            candidates = {request.meta.get("download_slot") for request in active}
-            candidates.discard(None)
-        busy = []
-        for key in candidates:
-            slot = slots.get(key)
-            if slot is not None and len(slot.active) >= (1 if slot.delay else slot.concurrency):
-                busy.append(key)
-        return busy
-
     def _hand_out(self, lease: Lease) -> Request:
         """The request of ``lease``, marked with it, its URL and its cash."""
         request = decode_request(lease.url, lease.request, self.spider)
         request.meta.pop(REGISTERED, None)
         request.meta[LEASE] = lease.lease_id
         request.meta[KEY] = lease.url
-        request.meta["aopic_cash"] = lease.cash
+        request.meta[CASH] = lease.cash
         request.meta.setdefault("depth", lease.depth)
-        self._leases[lease.lease_id] = lease
+        self.ledger.open(lease)
         return request
 
     def has_pending(self) -> bool:
-        if self._shared:
-            # No round trip after a pop (the engine asks right after one);
-            # whether *other* workers still have work is the idle handler's
-            # question (see AopicScheduler).
-            return self.store.pending_count() > 0
-        return self.store.totals().pending > 0
+        # A shared store answers without a round trip after a pop; whether
+        # *other* workers still have work is the idle handler's question
+        # (see SharedCrawl).
+        return self.store.pending_count() > 0
 
     def __len__(self) -> int:
-        if self._shared:
-            return self.store.pending_count()
-        return self.store.totals().pending
+        return self.store.pending_count()
 
     # -- settling ---------------------------------------------------------------
 
     def lease_of(self, request: Request) -> Lease | None:
         """The open lease ``request`` holds, if any."""
-        lease_id = request.meta.get(LEASE)
-        return None if lease_id is None else self._leases.get(lease_id)
-
-    def _settle(self, lease: Lease, action: Callable[[Lease], bool], stat: str) -> bool:
-        self._leases.pop(lease.lease_id, None)
-        done = action(lease)
-        if done:
-            self.stats.inc_value(f"aopic/{stat}")
-        return done
+        return None if self.ledger is None else self.ledger.lease_of(request)
 
     def fail(self, request: Request, reason: str, *, refuse: bool = False) -> bool:
         """``request`` yielded no page: its cash goes to lambda."""
         lease = self.lease_of(request)
         if lease is None:
             return False
-        done = self._settle(lease, lambda l: self.engine.fail(l, refuse=refuse), f"failed/{reason}")
-        if done:
-            self.stats.inc_value("aopic/cash_to_lambda_failed", lease.cash)
-        return done
+        return self.ledger.fail(lease, reason, refuse=refuse)
 
     def transfer(self, request: Request, target_url: str, stat: str = "aliased") -> bool:
         """``request``'s URL is another name of ``target_url`` (canonical):
@@ -426,7 +362,7 @@ class Frontier:
         if lease is None:
             return False
         target = Link(target_url, self.host_of(request), lease.depth, None)
-        return self._settle(lease, lambda l: self.engine.transfer(l, target), stat)
+        return self.ledger.transfer(lease, target, stat)
 
     def refuse_url(self, url: str, host: str, reason: str, depth: int = 0) -> None:
         """Mark canonical ``url`` as never to be fetched (its pending cash
@@ -437,7 +373,7 @@ class Frontier:
     def visit(self, response: Response, requests: Iterable[Request]) -> list[Request]:
         """``response`` was parsed and produced ``requests``.
 
-        Pays the page's cash to its links and lambda (SPEC 2), puts the links
+        Pays the page's cash to its links and lambda, puts the links
         in the frontier, and returns the requests to pass on: links (marked as
         registered), and requests that are not links (``meta["aopic_link"] =
         False``). Refused links are left out.
@@ -464,13 +400,13 @@ class Frontier:
         # Every link of every page comes through here (about 150 per page on
         # a documentation site): locals instead of attribute look-ups.
         canonicalize = self.canonicalize
-        refusal = self._refusal
+        refusal = self.link_filters.refusal
         link_host = self._link_host
         request_data = self._request_data
         # A known URL's stored request is never replaced by a later link's,
         # so only new URLs are encoded (a shared store would cost a round
         # trip to ask: it gets every link's data).
-        knows = None if self._shared else self.store.knows
+        knows = None if self.shared else self.store.knows
         for request in requests:
             meta = request.meta
             if meta.get(LINK) is False or meta.get(LEASE) is not None:
@@ -490,12 +426,11 @@ class Frontier:
             data = None if knows is not None and knows(key) else request_data(request, key)
             links.append(Link(key, link_host(request, meta), depth, data))
             passed.append(request)
-        self._leases.pop(lease.lease_id, None)
         new_links = None
         if self.recrawl is not None:  # a hub's worth is the links it had never shown
             distinct = dict.fromkeys(link.url for link in links)
             new_links = len(distinct) - self.store.count_known(distinct)
-        result = self.engine.visit(lease, links)
+        result = self.ledger.visit(lease, links)
         if result is None:
             return passed
         stats = self.stats
@@ -521,9 +456,8 @@ class Frontier:
         lease = self.lease_of(request)
         if lease is None:
             return False
-        self._leases.pop(lease.lease_id, None)
         links = self.store.remembered_links(lease.url) or []
-        if self.engine.visit(lease, links) is None:
+        if self.ledger.visit(lease, links) is None:
             return False
         self.stats.inc_value("aopic/pages_visited")
         self.crawler.signals.send_catch_log(
@@ -569,11 +503,11 @@ class Frontier:
         belongs to a request that vanished without reaching a hook (e.g. a
         downloader middleware raised in ``process_response``). Its cash goes
         to lambda so that the books stay exact."""
-        if self.engine is None or not self._leases:
+        if self.ledger is None or not len(self.ledger):
             return
-        for lease in list(self._leases.values()):
+        for lease in self.ledger.open_leases():
             logger.warning("aopic: request for %s vanished; its cash goes to lambda", lease.url)
-            self._settle(lease, self.engine.fail, "failed/vanished")
+            self.ledger.fail(lease, "vanished")
 
     # -- figures ------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Canonical URLs: one page, one account (SPEC 4).
+"""Canonical URLs: one page, one account (``docs/hygiene.rst``).
 
 :class:`Canonicalizer` turns a URL into its account key, everywhere a URL
 becomes a key (accounts, dedup, cash shares, redirects, exports). It returns
@@ -41,6 +41,9 @@ from urllib.parse import unquote_plus, urlsplit
 
 from w3lib.url import canonicalize_url as _w3lib_canonicalize
 
+from .. import settings as aopic_settings
+from ..settings import DEFAULT_DROP_PARAMS
+
 #: Query parameters that carry a session id (matched case-insensitively).
 SESSION_PARAMS = frozenset(
     {
@@ -59,41 +62,6 @@ SESSION_PARAMS = frozenset(
 #: Prefixes of session-id parameter names (``ASPSESSIONIDQQGGQGPG``...).
 SESSION_PARAM_PREFIXES = ("aspsessionid",)
 
-#: Default of ``AOPIC_CANONICAL_DROP_PARAMS``: click and campaign trackers.
-#: A trailing ``*`` makes an entry a prefix.
-DEFAULT_DROP_PARAMS = (
-    "utm_*",
-    "gclid",
-    "gclsrc",
-    "dclid",
-    "gbraid",
-    "wbraid",
-    "fbclid",
-    "msclkid",
-    "yclid",
-    "ysclid",
-    "twclid",
-    "ttclid",
-    "li_fat_id",
-    "igshid",
-    "mc_cid",
-    "mc_eid",
-    "mkt_tok",
-    "_ga",
-    "_gl",
-    "_hsenc",
-    "_hsmi",
-    "__hstc",
-    "__hssc",
-    "__hsfp",
-    "hsctatracking",
-    "oly_anon_id",
-    "oly_enc_id",
-    "vero_id",
-    "vero_conv",
-    "_openstat",
-    "wickedid",
-)
 
 #: Longer input is not a URL anyone can fetch; refusing it early bounds the
 #: work a hostile page can cause (the trap guard's length limit is lower).
@@ -155,8 +123,6 @@ class Canonicalizer:
     @classmethod
     def from_settings(cls, settings: Any) -> Canonicalizer:
         """The canonicalizer configured by ``AOPIC_CANONICAL_*`` settings."""
-        from .. import settings as aopic_settings
-
         drop = aopic_settings.get(settings, "AOPIC_CANONICAL_DROP_PARAMS")
         if isinstance(drop, str):  # from the command line: "utm_*,gclid"
             drop = [p for p in drop.split(",") if p.strip()]

@@ -1,4 +1,4 @@
-"""Registered domains, offline (SPEC 4, 6, 9).
+"""Registered domains, offline (``docs/hygiene.rst``).
 
 The registered domain ("example.co.uk" for "a.b.example.co.uk") groups the
 hosts of one site: the trap guard limits how many subdomains one registered

@@ -1,4 +1,4 @@
-"""Crawler-trap rules (SPEC 6): pure Python, no Scrapy.
+"""Crawler-trap rules (``docs/hygiene.rst``): pure Python, no Scrapy.
 
 A crawler trap is an endless URL space: a calendar with a "next month" link
 forever, relative links that loop (``/a/b/a/b/...``), a counter in the query,
@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
+from .. import settings as aopic_settings
 from .domains import registered_domain
 
 RULES = (
@@ -81,8 +82,6 @@ class TrapLimits:
     @classmethod
     def from_settings(cls, settings: Any) -> TrapLimits:
         """Limits from Scrapy ``settings`` (``AOPIC_TRAP_*``)."""
-        from .. import settings as aopic_settings
-
         values = {}
         for f in fields(cls):
             value = aopic_settings.get_int(settings, SETTING_OF[f.name])

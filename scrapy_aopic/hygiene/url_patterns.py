@@ -3,7 +3,7 @@
 When near-duplicates keep arriving from URLs that differ only in one query
 parameter's value (``?sessionid=…``, ``?ts=…``, ``?print=1`` across articles)
 or in the numbers of their path (a counter, a calendar date), the next URL of
-that shape is most likely another copy (SPEC 5). :class:`DuplicatePatterns`
+that shape is most likely another copy (``docs/duplicates.rst``). :class:`DuplicatePatterns`
 keeps, for every URL, a few *signatures*, each the URL with one variable part
 replaced by a wildcard:
 

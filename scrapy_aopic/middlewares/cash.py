@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 class CashMiddleware:
-    """Distributes a visited page's cash over the links it produced (SPEC 2).
+    """Distributes a visited page's cash over the links it produced (``docs/concepts.rst``).
 
     Items pass through at once. Requests are held until the callback is done
     (the share depends on how many distinct links there are), then the page's

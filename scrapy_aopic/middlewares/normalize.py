@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest
 
-from ..frontier import KEY, Frontier
+from ..frontier import Frontier
+from ..meta import KEY
 
 if TYPE_CHECKING:
     from scrapy import Request

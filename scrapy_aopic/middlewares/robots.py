@@ -1,4 +1,4 @@
-"""robots.txt-aware cash (SPEC 6): disallowed links get no share.
+"""robots.txt-aware cash (``docs/hygiene.rst``): disallowed links get no share.
 
 Scrapy's ``RobotsTxtMiddleware`` already fetches and parses each host's
 robots.txt (with ``protego`` by default) when the first request for the host
@@ -111,7 +111,7 @@ class RobotsCashMiddleware:
         agent = settings.get("ROBOTSTXT_USER_AGENT") or settings.get("USER_AGENT") or ""
         self.rules = RobotsRules(agent, fallback=self._scrapy_parser)
         self._scrapy_middleware: Any = None
-        frontier.link_filters.append(self.rules.link_filter)
+        frontier.link_filters.register(self.rules.link_filter)
         crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)
 
     @classmethod

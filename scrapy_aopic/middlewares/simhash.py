@@ -1,4 +1,4 @@
-"""Downloader middleware: exact and near-duplicate pages (SPEC 5)."""
+"""Downloader middleware: exact and near-duplicate pages (``docs/duplicates.rst``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import HtmlResponse
 
 from .. import settings as aopic_settings
-from ..frontier import DUPLICATE_OF, KEY, Frontier
+from ..frontier import Frontier
+from ..meta import DEDUP, DUPLICATE_OF, KEY
 from ..hygiene.simhash import FINGERPRINT_MODES, Fingerprinter, Signature, body_checksum
 from ..hygiene.visibletext import tree_text, visible_text
 from ..hygiene.simhash_index import NearDuplicateIndex
@@ -28,9 +29,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Request meta key a spider sets to ``False`` to keep a response out of
-#: duplicate detection (neither checked nor indexed).
-DEDUP = "aopic_dedup"
 #: File in ``JOBDIR`` holding the index between runs.
 STATE_FILE = Path("aopic", "simhash.npz")
 _ACTIONS = ("flag", "drop")
@@ -77,7 +75,7 @@ class UrlTable:
 
 class SimhashDedupMiddleware:
     """Flags (or drops) exact and near-duplicate HTML pages and gives their
-    cash to the original (SPEC 5).
+    cash to the original (``docs/duplicates.rst``).
 
     For every 2xx :class:`~scrapy.http.HtmlResponse`:
 
@@ -144,7 +142,7 @@ class SimhashDedupMiddleware:
                 min_duplicates=aopic_settings.get_int(settings, "AOPIC_DUPLICATE_PATTERN_MIN"),
                 min_share=aopic_settings.get_float(settings, "AOPIC_DUPLICATE_PATTERN_SHARE"),
             )
-            self.frontier.link_filters.append(self.patterns.link_filter)
+            self.frontier.link_filters.register(self.patterns.link_filter)
         jobdir = settings.get("JOBDIR")
         persist = aopic_settings.get_bool(settings, "AOPIC_SIMHASH_PERSIST")
         self.state_path = Path(jobdir, STATE_FILE) if jobdir and persist else None

@@ -1,4 +1,4 @@
-"""Downloader middleware: the crawler-trap guard (SPEC 6)."""
+"""Downloader middleware: the crawler-trap guard (``docs/hygiene.rst``)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class TrapGuardMiddleware:
         self.frontier = frontier
         self.guard = guard
         self.stats = stats
-        frontier.link_filters.append(self.link_filter)
+        frontier.link_filters.register(self.link_filter)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> TrapGuardMiddleware:

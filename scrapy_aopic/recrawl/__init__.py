@@ -1,4 +1,4 @@
-"""Continuous crawls: re-crawl and adaptive revisit scheduling (SPEC 7).
+"""Continuous crawls: re-crawl and adaptive revisit scheduling (``docs/recrawl.rst``).
 
 Pure Python, importable without Scrapy:
 
@@ -16,8 +16,9 @@ Pure Python, importable without Scrapy:
 * :mod:`~scrapy_aopic.recrawl.simulate` — simulated hub pages for tests and
   the benchmark.
 
-Scrapy glue: :mod:`~scrapy_aopic.recrawl.hook` (:class:`RecrawlHook`,
-:class:`RecrawlMiddleware`), imported on first use.
+Scrapy glue: :mod:`~scrapy_aopic.recrawl.hook` (:class:`RecrawlHook`),
+imported on first use; the downloader middleware is
+:class:`scrapy_aopic.middlewares.recrawl.RecrawlMiddleware`.
 """
 
 from .estimators import (
@@ -30,7 +31,7 @@ from .estimators import (
 from .planner import OverdueQueue, RecrawlPlanner
 from .profile import RateProfile, WeeklyRates, profile_key
 
-_GLUE = {"RecrawlHook", "RecrawlMiddleware", "effective_history_window", "planner_from_settings"}
+_GLUE = {"RecrawlHook", "planner_from_settings"}
 
 
 def __getattr__(name: str):
@@ -47,12 +48,10 @@ __all__ = [
     "OverdueQueue",
     "RateProfile",
     "RecrawlHook",
-    "RecrawlMiddleware",
     "RecrawlPlanner",
     "WeeklyRates",
     "cho_irregular_rate",
     "cho_regular_rate",
-    "effective_history_window",
     "naive_rate",
     "planner_from_settings",
     "poisson_rate",

@@ -15,10 +15,12 @@ Scrapy; this module connects it to a crawl:
   - saves and restores its state in ``JOBDIR``;
   - publishes ``aopic/recrawl/...`` stats.
 
-* :class:`RecrawlMiddleware`, a downloader middleware, makes revisits
-  conditional (``If-None-Match`` / ``If-Modified-Since``), turns a ``304``
-  into a visit that found nothing new, tells changed pages from unchanged
-  ones (checksum, then SimHash distance), and reports failed revisits.
+* :class:`~scrapy_aopic.middlewares.recrawl.RecrawlMiddleware`, a
+  downloader middleware, registers the hook with the frontier, makes
+  revisits conditional (``If-None-Match`` / ``If-Modified-Since``), turns a
+  ``304`` into a visit that found nothing new, tells changed pages from
+  unchanged ones (checksum, then SimHash distance), and reports failed
+  revisits.
 
 What the frontier calls is listed in :meth:`RecrawlHook.from_crawler`'s
 docstring and in ``docs/recrawl.rst``.
@@ -36,9 +38,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
-from scrapy.exceptions import DontCloseSpider, IgnoreRequest, NotConfigured
+from scrapy.exceptions import DontCloseSpider
 
 from .. import settings as aopic_settings
+from ..meta import RECRAWL_CHANGED, SIMHASH
+from ..settings import recrawl_enabled
 from .. import signals as aopic_signals
 from ..store.base import ALIAS, CRAWLED, REFUSED, FrontierStore, Lease, Link
 from .change import (
@@ -62,12 +66,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 STATE_FILE = "aopic-recrawl.json"
-#: request meta key: the change test's verdict for this response
-CHANGED = "aopic_recrawl_changed"
-#: request meta key the frontier uses for the canonical URL of a request
-KEY = "aopic_key"
-#: response meta key where another component may leave a SimHash of the page
-SIMHASH = "aopic_simhash"
 
 _hooks: weakref.WeakKeyDictionary[Crawler, RecrawlHook] = weakref.WeakKeyDictionary()
 
@@ -81,21 +79,6 @@ def _call_later(delay: float, func: Callable[[], None]):
 
         return reactor.callLater(delay, func)
     return call_later(delay, func)
-
-
-def recrawl_enabled(settings) -> bool:
-    """Whether ``AOPIC_RECRAWL`` is on."""
-    return aopic_settings.get_bool(settings, "AOPIC_RECRAWL")
-
-
-def effective_history_window(settings) -> float | None:
-    """``AOPIC_HISTORY_WINDOW``; when it is unset and re-crawl is on,
-    ``AOPIC_RECRAWL_HISTORY_WINDOW`` (what the frontier should give the
-    engine)."""
-    window = aopic_settings.get_optional_float(settings, "AOPIC_HISTORY_WINDOW")
-    if window is None and recrawl_enabled(settings):
-        window = aopic_settings.get_optional_float(settings, "AOPIC_RECRAWL_HISTORY_WINDOW")
-    return window
 
 
 def planner_from_settings(settings) -> RecrawlPlanner:
@@ -350,7 +333,7 @@ class RecrawlHook:
         self.record_visit(
             url,
             lease.host,
-            changed=meta.get(CHANGED),
+            changed=meta.get(RECRAWL_CHANGED),
             new_links=new_links,
             not_modified=is_not_modified(status),
             depth=lease.depth,
@@ -471,104 +454,4 @@ class RecrawlHook:
         self.load(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
-class RecrawlMiddleware:
-    """Downloader middleware of re-crawl mode (the add-on puts it at 540,
-    inside the retry middleware so it sees final outcomes).
-
-    * adds ``If-None-Match`` / ``If-Modified-Since`` to revisits;
-    * a ``304`` answer is settled by the frontier as a visit with nothing
-      new (``Frontier.visit_not_modified``) and goes no further (the spider
-      never sees an empty response);
-    * on a ``2xx`` it compares the body with the previous version (checksum,
-      then SimHash distance) and leaves the verdict in
-      ``request.meta["aopic_recrawl_changed"]`` for the visit report;
-    * a revisit ending in an error status or exception is reported to the
-      planner, which retries later with back-off.
-
-    Raises ``NotConfigured`` unless ``AOPIC_RECRAWL`` is on.
-    """
-
-    def __init__(self, hook: RecrawlHook, crawler: Crawler | None = None):
-        self.hook = hook
-        self.crawler = crawler
-        self._frontier = None
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> RecrawlMiddleware:
-        hook = RecrawlHook.from_crawler(crawler)
-        if hook is None:
-            raise NotConfigured("AOPIC_RECRAWL is off")
-        return cls(hook, crawler)
-
-    @property
-    def frontier(self):
-        """The crawler's frontier (looked up on first use)."""
-        if self._frontier is None and self.crawler is not None:
-            from ..frontier import Frontier
-
-            self._frontier = Frontier.from_crawler(self.crawler)
-        return self._frontier
-
-    @frontier.setter
-    def frontier(self, value) -> None:
-        self._frontier = value
-
-    @staticmethod
-    def _key(request: Request) -> str | None:
-        return request.meta.get(KEY)
-
-    def process_request(self, request: Request) -> None:
-        key = self._key(request)
-        if key is None:
-            return None
-        headers = self.hook.request_headers(key)
-        added = False
-        for name, value in headers.items():
-            if name not in request.headers:
-                request.headers[name] = value
-                added = True
-        if added:
-            self.hook._inc("aopic/recrawl/conditional_requests")
-        return None
-
-    def process_response(self, request: Request, response: Response) -> Response:
-        key = self._key(request)
-        if key is None:
-            return response
-        if is_not_modified(response.status) and key in self.hook.versions:
-            self.hook.refresh_validators(key, response)
-            settle = getattr(self.frontier, "visit_not_modified", None)
-            if settle is not None:
-                settle(request, response)  # sends page_visited: recorded there
-                raise IgnoreRequest(f"not modified: {request.url}")
-            # A frontier without that call fails the request; the planner
-            # still learns that the page did not change.
-            self.hook.record_visit(key, self._host(request), not_modified=True)
-            return response
-        if 200 <= response.status < 300:
-            if hasattr(response, "body"):
-                request.meta[CHANGED] = self.hook.observe_response(key, response)
-        elif response.status >= 400:
-            self.hook.record_failure(key, self._host(request))
-        return response
-
-    def process_exception(self, request: Request, exception: Exception) -> None:
-        key = self._key(request)
-        if key is not None and not isinstance(exception, IgnoreRequest):
-            self.hook.record_failure(key, self._host(request))
-        return None
-
-    @staticmethod
-    def _host(request: Request) -> str:
-        from ..frontier import Frontier  # the one definition of a request's politeness key
-
-        return Frontier.host_of(request)
-
-
-__all__ = [
-    "RecrawlHook",
-    "RecrawlMiddleware",
-    "effective_history_window",
-    "planner_from_settings",
-    "recrawl_enabled",
-]
+__all__ = ["RecrawlHook", "planner_from_settings"]

@@ -3,8 +3,8 @@
 Crawls a link graph (a Debian documentation site, a synthetic web with traps
 and link farms, or a graph recorded from your own ``scrapy crawl`` with
 ``AOPIC_EXPORT_GRAPH``) one fetch per step with every ordering policy of
-SPEC section 3 - OPIC/AOPIC through the real :class:`~scrapy_aopic.engine.AopicEngine`
-- and measures the share of true PageRank each captures per page fetched.
+``docs/benchmarks.rst`` (OPIC/AOPIC through the real
+:class:`~scrapy_aopic.engine.AopicEngine`) and measures the share of true PageRank each captures per page fetched.
 
 Needs numpy, scipy and matplotlib (``pip install scrapy-aopic[bench]``).
 Command line: ``python -m scrapy_aopic.sim --help``.

@@ -159,7 +159,7 @@ def importance_accuracy(
 
 
 def default_policies(true_rank: np.ndarray, *, quick: bool = False) -> list[Policy]:
-    """Every policy of SPEC section 3, with the engine variants worth showing.
+    """Every ordering policy (``docs/benchmarks.rst``), with the engine variants worth showing.
 
     ``quick`` drops the slow and redundant variants (for tests and replays of
     big graphs).

@@ -115,7 +115,7 @@ class Totals:
 
 def lambda_split(cash: float, links: int, tax: float | None) -> tuple[float, float]:
     """``(lambda_amount, per_link_share)`` of a page holding ``cash`` with
-    ``links`` distinct out-links (SPEC 2, step 4).
+    ``links`` distinct out-links (``docs/concepts.rst``, visiting a page).
 
     ``tax=None``: lambda is one more out-link, ``c/(m+1)`` each. A float tax:
     lambda gets ``t*c`` and every link ``(1-t)*c/m``. No links: all to lambda.
@@ -149,6 +149,11 @@ class FrontierStore(ABC):
 
     lambda_targets: str
 
+    #: Other processes write to this store too (the Redis backend): the
+    #: frontier then asks it for lambda's visits and expired leases in its
+    #: pop, and polls for work other workers free or find.
+    shared: bool = False
+
     #: Whether :meth:`keep_links`, :meth:`peek_crawled` and :meth:`revisit`
     #: are implemented.
     supports_link_memory: bool = False
@@ -172,6 +177,22 @@ class FrontierStore(ABC):
         """How many of the distinct canonical ``urls`` have an account (a
         shared store answers in one round trip)."""
         return sum(1 for url in urls if self.knows(url))
+
+    def pending_count(self) -> int:
+        """Pending URLs (a shared store may answer from its last round trip)."""
+        return self.totals().pending
+
+    def recount(self) -> tuple[float, float, float, float]:
+        """``(account_cash, lambda_cash, in_flight, injected)`` recounted
+        account by account (O(n)); a shared store recounts in one consistent
+        snapshot, since other workers keep writing."""
+        accounts = 0.0
+        in_flight = 0.0
+        for view in self.iter_accounts():
+            accounts += view.cash
+            in_flight += view.leased
+        t = self.totals()
+        return accounts, t.lambda_cash, in_flight, t.injected
 
     @abstractmethod
     def iter_accounts(self) -> Iterator[AccountView]:

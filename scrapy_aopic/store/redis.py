@@ -1020,6 +1020,8 @@ class RedisStore(FrontierStore):
         record the lambda targets of a frontier that has none yet.
     """
 
+    shared = True
+
     def __init__(
         self,
         server: redis.Redis,

@@ -321,7 +321,7 @@ def shared_scheduler(redis_url, **settings):
     spider = FollowSpider()
     scheduler.open(spider)
     downloader = FakeDownloader()
-    scheduler.frontier._downloader = downloader
+    scheduler.frontier.probe._downloader = downloader
     crawler.engine = SimpleNamespace(downloader=downloader, crawl=scheduler.enqueue_request)
     return scheduler, crawler, downloader, spider
 
@@ -375,10 +375,10 @@ def test_busy_hosts_walk_active_requests_not_every_slot(redis_url):
         downloader.slots[f"idle{i}.example"] = FakeSlot(2)
     downloader.fill("full.example", 2)
     downloader.fill("half.example", 1)
-    assert scheduler.frontier._busy_hosts() == ["full.example"]
+    assert scheduler.frontier.probe.busy_hosts() == ["full.example"]
     # Without the active set (another downloader), every slot is looked at.
     downloader.active = None
-    assert scheduler.frontier._busy_hosts() == ["full.example"]
+    assert scheduler.frontier.probe.busy_hosts() == ["full.example"]
     scheduler.close("finished")
 
 
@@ -451,8 +451,9 @@ def test_conservation_at_close_is_the_servers_recount(redis_url, monkeypatch):
     frontier.engine.add_seed(Link("http://a.example/", "a.example", 0))
     request = scheduler.next_request()
     assert request is not None
-    # A page-by-page recount races the other workers: not used at close.
-    monkeypatch.setattr(frontier.engine, "conservation_error", lambda: pytest.fail("raced recount"))
+    # A page-by-page recount races the other workers: the store recounts
+    # in one server-side snapshot instead.
+    monkeypatch.setattr(frontier.store, "iter_accounts", lambda: pytest.fail("raced recount"))
     recounts = []
     original = frontier.store.recount
     monkeypatch.setattr(frontier.store, "recount", lambda: recounts.append(1) or original())

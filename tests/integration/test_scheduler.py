@@ -43,7 +43,7 @@ def make_scheduler(settings=None, downloader=None):
     spider = BroadSpider()
     scheduler = AopicScheduler.from_crawler(crawler)
     scheduler.open(spider)
-    scheduler.frontier._downloader = downloader
+    scheduler.frontier.probe._downloader = downloader
     return scheduler, crawler
 
 

@@ -517,7 +517,8 @@ def test_hook_is_off_by_default_and_reads_settings():
     from scrapy.settings import Settings
     from scrapy.utils.test import get_crawler
 
-    from scrapy_aopic.recrawl.hook import RecrawlHook, effective_history_window
+    from scrapy_aopic.recrawl.hook import RecrawlHook
+    from scrapy_aopic.settings import effective_history_window
 
     assert RecrawlHook.from_crawler(get_crawler(settings_dict={})) is None
     crawler = make_crawler({"AOPIC_RECRAWL_MIN_INTERVAL": 30, "AOPIC_RECRAWL_MAX_INTERVAL": 900})
@@ -623,7 +624,9 @@ class FakeFrontier:
 def test_middleware_makes_revisits_conditional_and_handles_304(clock):
     from scrapy.exceptions import IgnoreRequest
 
-    from scrapy_aopic.recrawl.hook import CHANGED, RecrawlHook, RecrawlMiddleware
+    from scrapy_aopic.meta import RECRAWL_CHANGED as CHANGED
+    from scrapy_aopic.middlewares.recrawl import RecrawlMiddleware
+    from scrapy_aopic.recrawl.hook import RecrawlHook
 
     clock.now = MONDAY
     crawler = make_crawler()
@@ -666,7 +669,8 @@ def test_middleware_makes_revisits_conditional_and_handles_304(clock):
 
 
 def test_middleware_reports_failed_revisits(clock):
-    from scrapy_aopic.recrawl.hook import RecrawlHook, RecrawlMiddleware
+    from scrapy_aopic.middlewares.recrawl import RecrawlMiddleware
+    from scrapy_aopic.recrawl.hook import RecrawlHook
 
     crawler = make_crawler()
     hook = RecrawlHook.from_crawler(crawler)
@@ -690,7 +694,7 @@ def test_middleware_is_off_without_recrawl():
     from scrapy.exceptions import NotConfigured
     from scrapy.utils.test import get_crawler
 
-    from scrapy_aopic.recrawl.hook import RecrawlMiddleware
+    from scrapy_aopic.middlewares.recrawl import RecrawlMiddleware
 
     with pytest.raises(NotConfigured):
         RecrawlMiddleware.from_crawler(get_crawler(settings_dict={}))
@@ -700,7 +704,8 @@ def test_page_visited_signal_feeds_the_planner_and_idle_keeps_the_spider_open(cl
     from scrapy.exceptions import DontCloseSpider
 
     from scrapy_aopic import signals as aopic_signals
-    from scrapy_aopic.recrawl.hook import CHANGED, RecrawlHook
+    from scrapy_aopic.meta import RECRAWL_CHANGED as CHANGED
+    from scrapy_aopic.recrawl.hook import RecrawlHook
     from scrapy_aopic.store.base import Lease
 
     crawler = make_crawler()
@@ -809,7 +814,7 @@ def test_end_to_end_continuous_crawl(tmp_path):
     stats = {}
     process = CrawlerProcess(settings={
         "ADDONS": {"scrapy_aopic.Addon": 0},
-        "DOWNLOADER_MIDDLEWARES": {"scrapy_aopic.recrawl.hook.RecrawlMiddleware": 540},
+        "DOWNLOADER_MIDDLEWARES": {"scrapy_aopic.middlewares.recrawl.RecrawlMiddleware": 540},
         "AOPIC_RECRAWL": True,
         "AOPIC_RECRAWL_MIN_INTERVAL": 0.5,
         "AOPIC_RECRAWL_MAX_INTERVAL": 2.0,

@@ -21,7 +21,8 @@ from scrapy.http import HtmlResponse, TextResponse
 from scrapy.utils.test import get_crawler
 
 from scrapy_aopic.middlewares.simhash import SimhashDedupMiddleware, UrlTable
-from scrapy_aopic.frontier import DUPLICATE_OF, Frontier
+from scrapy_aopic.frontier import Frontier
+from scrapy_aopic.meta import DUPLICATE_OF
 from scrapy_aopic.hygiene.simhash import (
     Fingerprinter,
     body_checksum,

@@ -1,0 +1,90 @@
+"""The ledger: the only path by which cash and leases move in a crawl.
+
+Every request the frontier hands out holds a :class:`~scrapy_aopic.store.base.Lease`
+on its URL's cash. The ledger keeps the open leases of this process and
+settles each exactly once, whatever happens to its request:
+
+============================  ===============================================
+what happens                  where the lease's cash goes
+============================  ===============================================
+parsed by a callback          its links and lambda (:meth:`Ledger.visit`)
+non-2xx, not text, dropped,   lambda (:meth:`Ledger.fail`)
+download error, IgnoreRequest
+redirect, alias, duplicate    the target URL's account (:meth:`Ledger.transfer`)
+retry                         back to the same account (:meth:`Ledger.transfer`)
+in flight at shutdown         back to the same account (:meth:`Ledger.requeue`)
+============================  ===============================================
+
+A settlement the store rejects (a shared store's lease that expired and was
+handed to another worker) moves nothing: the other worker's visit settles
+that cash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from ..meta import LEASE
+
+if TYPE_CHECKING:
+    from scrapy import Request
+
+    from ..engine import AopicEngine, VisitResult
+    from ..store.base import Lease, Link
+
+
+class Ledger:
+    """Open leases of one process and their settlement, counted in stats
+    (``aopic/<stat>`` once per settlement the store accepted)."""
+
+    def __init__(self, engine: AopicEngine, stats) -> None:
+        self.engine = engine
+        self.stats = stats
+        self._leases: dict[int, Lease] = {}
+
+    # -- leases -------------------------------------------------------------------
+
+    def open(self, lease: Lease) -> None:
+        """``lease`` was handed out with a request."""
+        self._leases[lease.lease_id] = lease
+
+    def lease_of(self, request: Request) -> Lease | None:
+        """The open lease ``request`` holds, if any."""
+        lease_id = request.meta.get(LEASE)
+        return None if lease_id is None else self._leases.get(lease_id)
+
+    def open_leases(self) -> list[Lease]:
+        return list(self._leases.values())
+
+    def __len__(self) -> int:
+        return len(self._leases)
+
+    # -- settlements ----------------------------------------------------------------
+
+    def _settle(self, lease: Lease, action: Callable[[Lease], bool], stat: str) -> bool:
+        self._leases.pop(lease.lease_id, None)
+        done = action(lease)
+        if done:
+            self.stats.inc_value(f"aopic/{stat}")
+        return done
+
+    def visit(self, lease: Lease, links: Iterable[Link]) -> VisitResult | None:
+        """The page of ``lease`` was parsed: pay its links and lambda."""
+        self._leases.pop(lease.lease_id, None)
+        return self.engine.visit(lease, links)
+
+    def fail(self, lease: Lease, reason: str, *, refuse: bool = False) -> bool:
+        """No page: the cash goes to lambda (``refuse``: never fetch the URL)."""
+        done = self._settle(lease, lambda l: self.engine.fail(l, refuse=refuse), f"failed/{reason}")
+        if done:
+            self.stats.inc_value("aopic/cash_to_lambda_failed", lease.cash)
+        return done
+
+    def transfer(self, lease: Lease, target: Link, stat: str) -> bool:
+        """The cash (and future credit) of ``lease`` goes to ``target``."""
+        return self._settle(lease, lambda l: self.engine.transfer(l, target), stat)
+
+    def requeue(self, lease: Lease, stat: str) -> bool:
+        """The request was not fetched: the URL is pending again with its cash."""
+        return self._settle(lease, self.engine.requeue, stat)
