@@ -37,7 +37,13 @@ class AopicScheduler(BaseScheduler):
     ``AOPIC_BACKEND = "redis"`` it is shared by every process of the crawl
     (see :class:`SharedCrawl` for what a worker does besides).
 
-    Request ``priority`` is not used for ordering: cash is the priority.
+    Cash is the priority: a negative ``Request.priority`` (and so
+    ``DEPTH_PRIORITY``) does not change the order, a positive one sends the
+    request through the direct lane, ahead of the cash order (see
+    :mod:`scrapy_aopic.frontier.lane`). Scrapy settings of the scheduler it
+    replaces (:data:`REPLACED_SETTINGS`) are not used: each one a project
+    sets is named in one WARNING at start and counted in
+    ``aopic/ignored_setting/<NAME>``.
     """
 
     def __init__(self, frontier: Frontier, crawler: Crawler | None = None):
@@ -50,6 +56,7 @@ class AopicScheduler(BaseScheduler):
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> AopicScheduler:
+        warn_replaced_settings(crawler)
         return cls(Frontier.from_crawler(crawler), crawler)
 
     def open(self, spider: Spider) -> None:
@@ -91,6 +98,34 @@ class AopicScheduler(BaseScheduler):
 
     def __len__(self) -> int:
         return len(self.frontier)
+
+
+#: Scrapy settings of its own scheduler that mean nothing to this one: name
+#: -> why (the value the frontier uses instead).
+REPLACED_SETTINGS = {
+    "DUPEFILTER_CLASS": "the frontier deduplicates by canonical URL (AOPIC_CANONICAL_*); "
+                        "a custom duplicate filter is not consulted",
+    "DEPTH_PRIORITY": "cash is the priority; limit depth with DEPTH_LIMIT or AOPIC_TRAP_MAX_HOPS",
+    "SCHEDULER_PRIORITY_QUEUE": "the frontier orders by cash",
+    "SCHEDULER_DISK_QUEUE": "the frontier keeps its own JOBDIR journal",
+    "SCHEDULER_MEMORY_QUEUE": "the frontier keeps its own queues",
+}
+
+
+def warn_replaced_settings(crawler: Crawler) -> None:
+    """One WARNING naming every replaced scheduler setting the project set."""
+    from scrapy.settings import default_settings
+
+    settings = crawler.settings
+    ignored = []
+    for name, why in REPLACED_SETTINGS.items():
+        value = settings.get(name)
+        if value is None or value == getattr(default_settings, name, None):
+            continue
+        ignored.append(f"{name}={value!r} ({why})")
+        crawler.stats.set_value(f"aopic/ignored_setting/{name}", 1)
+    if ignored:
+        logger.warning("aopic: the AOPIC scheduler does not use these settings: %s", "; ".join(ignored))
 
 
 # -- the Redis backend: one crawl, many workers -----------------------------------------

@@ -96,6 +96,21 @@ define("AOPIC_LINK_MEMORY", True, "core", """
     page: ~250 bytes for a page with 25 links), and the link URLs in
     ``JOBDIR`` snapshots. Supported by the memory backend (with or without
     ``JOBDIR``); ignored by backends without it.""")
+define("AOPIC_DIRECT_LANE_SHARE", 0.5, "core", """
+    Largest share of the requests handed out that the direct lane may take
+    while cash-ordered URLs are waiting too. The lane holds the requests a
+    spider wants fetched as it made them, not by cash: ``meta={"aopic_link":
+    False}``, ``dont_filter=True`` requests for a URL already fetched, and
+    requests with a positive ``priority`` (highest priority first, then in
+    order). With nothing cash-ordered waiting, the lane takes every slot.
+    ``1.0``: the lane always goes first.""")
+define("AOPIC_REFETCH_SEEDS", False, "core", """
+    Fetch start requests again when their URL is already known from an
+    earlier run (a ``JOBDIR`` resume) or another worker (Redis). Off by
+    default: Scrapy's default start requests carry ``dont_filter=True``,
+    which would otherwise fetch every seed again on every resume and once
+    per worker. Within one run, a start request for a known URL is merged
+    into its account like any link.""")
 define("AOPIC_MIN_CASH_SHARE", 0.5, "core", """
     Politeness without waste. When the richest pending URL's host has no free
     download slot, the scheduler hands out the richest URL of another host

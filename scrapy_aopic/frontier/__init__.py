@@ -44,11 +44,12 @@ from ..meta import CASH, DUPLICATE_OF, KEY, LEASE, LINK, REGISTERED
 from ..store.base import STATE_NAMES, FrontierStore, Lease, Link
 from ..store.journal import JournaledStore
 from ..store.memory import MemoryStore
+from .lane import DirectLane, LaneEntry
 from .ledger import Ledger
 from .linkfilters import LinkFilter, LinkFilterChain
 from .offsite import OffsiteLinkFilter
 from .probe import DownloadProbe
-from .requestcodec import decode_request, encode_request
+from .requestcodec import UndecodableRequest, UnserializableRequest, decode_request, encode_request
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -59,6 +60,13 @@ logger = logging.getLogger(__name__)
 __all__ = ["Frontier", "LinkFilter", "RevisitSource", "export_record"]
 
 _frontiers: weakref.WeakKeyDictionary[Crawler, Frontier] = weakref.WeakKeyDictionary()
+
+#: Keys the frontier issues to one request: a spider that copies a
+#: response's meta into a new request (``meta=response.meta``) must not
+#: carry them along.
+ISSUED_META = (LEASE, KEY, REGISTERED, CASH, DUPLICATE_OF)
+#: File in ``JOBDIR`` holding the direct lane between runs.
+LANE_FILE = Path("aopic", "lane.jsonl")
 
 
 class RevisitSource(Protocol):
@@ -101,6 +109,15 @@ class Frontier:
         if not 0.0 <= self.min_share <= 1.0:
             raise ValueError(f"AOPIC_MIN_CASH_SHARE must be in [0, 1], got {self.min_share!r}")
         self.follow_duplicate_links = aopic_settings.get_bool(settings, "AOPIC_DUPLICATE_FOLLOW_LINKS")
+        self.lane_share = aopic_settings.get_float(settings, "AOPIC_DIRECT_LANE_SHARE")
+        if not 0.0 <= self.lane_share <= 1.0:
+            raise ValueError(f"AOPIC_DIRECT_LANE_SHARE must be in [0, 1], got {self.lane_share!r}")
+        self.refetch_seeds = aopic_settings.get_bool(settings, "AOPIC_REFETCH_SEEDS")
+        self.lane = DirectLane()
+        self._lane_seen: set[bytes] = set()  # fingerprints of non-link requests queued
+        self._handed_out = 0
+        self._handed_out_lane = 0
+        self._warned: set[str] = set()
         # Validate early: a bad setting should stop the crawl before it starts.
         AopicEngine(MemoryStore(self.lambda_targets), lambda_tax=self.lambda_tax,
                     history_window=self.history_window, seed_cash=self.seed_cash)
@@ -116,6 +133,7 @@ class Frontier:
         # a later run reads the store; one process alone can keep objects.
         self._portable = False
         crawler.signals.connect(self._on_spider_idle, signal=signals.spider_idle)
+        crawler.signals.connect(self._on_request_dropped, signal=signals.request_dropped)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Frontier:
@@ -161,6 +179,7 @@ class Frontier:
             self.link_filters.register(offsite, first=True)  # the cheapest and most common refusal
         if isinstance(self.store, JournaledStore) and self.store.requeued_on_open:
             self.stats.inc_value("aopic/resumed_in_flight", self.store.requeued_on_open)
+        self._load_lane()
 
     def _build_store(self, spider) -> FrontierStore:
         if self.backend == "memory":
@@ -183,6 +202,7 @@ class Frontier:
             return
         for lease in self.ledger.open_leases():
             self.ledger.requeue(lease, "requeued_at_close")
+        self._save_lane()
         self.update_stats()
         error = self.engine.conservation_error()
         injected = self.engine.totals().injected
@@ -216,36 +236,149 @@ class Frontier:
     def enqueue(self, request: Request) -> bool:
         """A request reaches the scheduler. ``False``: it is not queued
         (a duplicate, refused or unfetchable); any cash it stood for is
-        settled, never lost."""
+        settled, never lost.
+
+        What each kind of request means is in ``docs/concepts.rst``
+        ("Your spider's requests"): links are accounts ordered by cash;
+        non-links, ``dont_filter`` requests for known URLs and positive
+        priorities go through the direct lane."""
+        self.ledger.sweep()
         meta = request.meta
-        lease_id = meta.get(LEASE)
-        lease = self.ledger.lease_of(request) if lease_id is not None else None
+        lease = self.ledger.lease_of(request) if LEASE in meta else None
         if lease is not None:
             return self._enqueue_follow_up(request, lease)
         if meta.get(REGISTERED):
-            return True  # its account was created when its page was visited
+            # A link of a visited page: its account exists already.
+            del meta[REGISTERED]
+            if request.priority > 0 and not request.dont_filter:
+                return self._to_lane(request, meta.get(KEY))
+            return True
+        for name in ISSUED_META:  # copied from another request: not this one's
+            meta.pop(name, None)
         key = self.canonicalize(request.url)
         if key is None:
             self._count_refusal("unfetchable_url")
             return False
+        if meta.get(LINK) is False:
+            return self._to_lane(request, None)
         depth = meta.get("depth", 0)
         reason = self.link_filters.refusal(request.url, key, request, depth)
         if reason:
             self._count_refusal(reason)
             return False
-        link = Link(key, self.host_of(request), depth, self._request_data(request, key))
+        try:
+            data = self._request_data(request, key)
+        except UnserializableRequest as exc:
+            return self._hold_unserializable(request, exc)
+        link = Link(key, self.host_of(request), depth, data)
         if meta.get("is_start_request"):
             if self.engine.add_seed(link):
                 self.stats.inc_value("aopic/seeds")
                 self.stats.inc_value("aopic/cash_injected", self.seed_cash)
-                return True
+                return self._to_lane(request, key) if request.priority > 0 else True
+            if not (self.refetch_seeds and request.dont_filter):
+                # Scrapy's default start requests carry dont_filter=True: a
+                # resumed or shared crawl would fetch every seed again.
+                self.stats.inc_value("aopic/seeds_known")
+                return False
+            return self._to_lane(request, None)
         before = self.engine.discover(link)
         if before is None:
-            return True
-        if request.dont_filter and self.store.repend(link):
-            return True
+            return self._to_lane(request, key) if request.priority > 0 else True
+        if request.dont_filter:
+            return self._to_lane(request, None)  # fetched again, without cash
+        if request.priority > 0:
+            return self._to_lane(request, key)
         self.stats.inc_value("aopic/duplicates_merged")
         return False
+
+    def _to_lane(self, request: Request, key: str | None) -> bool:
+        """Queue ``request`` in the direct lane. With ``key``, the lane takes
+        that account's lease when it hands the request out (a link fetched
+        early); without, the request is fetched as it is, holding no cash."""
+        if key is None and not request.dont_filter:
+            fingerprint = self.crawler.request_fingerprinter.fingerprint(request)
+            if fingerprint in self._lane_seen:
+                self.stats.inc_value("aopic/lane/duplicates")
+                return False
+            self._lane_seen.add(fingerprint)
+        self.lane.push(request, self.host_of(request), key)
+        self.stats.inc_value("aopic/lane/enqueued")
+        return True
+
+    def _hold_unserializable(self, request: Request, exc: Exception) -> bool:
+        """A request a persistent store cannot hold unchanged: kept in memory
+        (the direct lane), as Scrapy's scheduler does; lost if the process is
+        killed."""
+        self.stats.inc_value("scheduler/unserializable")
+        self._warn_once(
+            "unserializable",
+            "aopic: %s cannot be stored as data (%s); it is kept in memory and "
+            "fetched from the direct lane, and is lost if the crawl is killed "
+            "(stat scheduler/unserializable; said once)",
+            request, exc,
+        )
+        self.lane.push(request, self.host_of(request), None)
+        self.stats.inc_value("aopic/lane/enqueued")
+        return True
+
+    def _save_lane(self) -> None:
+        """With ``JOBDIR``, write what is still in the direct lane, so that a
+        resumed crawl fetches it (requests that cannot be written as data
+        are counted and named in the log)."""
+        if not self.jobdir or self.backend != "memory" or not len(self.lane):
+            return
+        path = Path(self.jobdir, LANE_FILE)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        saved = lost = 0
+        with tmp.open("w", encoding="utf-8") as out:
+            for entry in self.lane.drain():
+                try:
+                    data = encode_request(entry.request, entry.key or "", self.spider, portable=True)
+                except UnserializableRequest as exc:
+                    lost += 1
+                    logger.warning("aopic: %s not saved for the next run: %s", entry.request, exc)
+                    continue
+                record = {"url": entry.request.url, "key": entry.key, "host": entry.host, "request": data}
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                saved += 1
+        os.replace(tmp, path)
+        self.stats.set_value("aopic/lane/saved", saved)
+        if lost:
+            self.stats.set_value("aopic/lane/lost", lost)
+
+    def _load_lane(self) -> None:
+        """Read back the direct lane a previous run saved (checked: a line
+        that is not a request is skipped with a warning)."""
+        if not self.jobdir or self.backend != "memory":
+            return
+        path = Path(self.jobdir, LANE_FILE)
+        if not path.exists():
+            return
+        loaded = 0
+        with path.open(encoding="utf-8", errors="replace") as lines:
+            for number, line in enumerate(lines, 1):
+                try:
+                    record = json.loads(line)
+                    url, key, host = record["url"], record["key"], record["host"]
+                    if not isinstance(url, str) or not isinstance(host, str) or not isinstance(key, (str, type(None))):
+                        raise ValueError("bad field types")
+                    request = decode_request(url, record["request"], self.spider)
+                except (ValueError, KeyError, TypeError) as exc:
+                    self.stats.inc_value("aopic/lane/unreadable")
+                    logger.warning("aopic: %s line %d skipped: %s", path, number, exc)
+                    continue
+                self.lane.push(request, host, key)
+                loaded += 1
+        path.unlink()
+        if loaded:
+            self.stats.set_value("aopic/lane/resumed", loaded)
+
+    def _warn_once(self, topic: str, message: str, *args: Any) -> None:
+        if topic not in self._warned:
+            self._warned.add(topic)
+            logger.warning(message, *args)
 
     def _enqueue_follow_up(self, request: Request, lease: Lease) -> bool:
         """A request derived from a leased one (redirect, retry, a
@@ -254,7 +387,15 @@ class Frontier:
         if key is None:
             self.ledger.fail(lease, "unfetchable_redirect")
             return False
-        target = Link(key, self.host_of(request), lease.depth, self._request_data(request, key))
+        try:
+            data = self._request_data(request, key)
+        except UnserializableRequest as exc:
+            # The follow-up goes on from memory, without the lease's cash.
+            self.ledger.fail(lease, "unserializable_follow_up")
+            for name in ISSUED_META:
+                request.meta.pop(name, None)
+            return self._hold_unserializable(request, exc)
+        target = Link(key, self.host_of(request), lease.depth, data)
         if key == lease.url:
             # A retry: queue the URL again with the new request, which carries
             # the retry count (the stored one would retry forever).
@@ -275,6 +416,54 @@ class Frontier:
     # -- requests out -----------------------------------------------------------
 
     def next_request(self) -> Request | None:
+        """The next request to fetch: from the direct lane while it holds
+        less than its share (``AOPIC_DIRECT_LANE_SHARE``) of what was handed
+        out, else the richest pending URL whose host can be fetched now,
+        leased; the lane again when nothing cash-ordered can go."""
+        self.ledger.sweep()
+        lane_first = len(self.lane) and self._handed_out_lane < self.lane_share * (self._handed_out + 1)
+        request = self._next_from_lane() if lane_first else None
+        if request is None:
+            while True:
+                try:
+                    request = self._next_by_cash()
+                    break
+                except UndecodableRequest:
+                    continue  # settled (its cash went to lambda): try the next URL
+        if request is None and len(self.lane) and not lane_first:
+            request = self._next_from_lane()
+        if request is not None:
+            self._handed_out += 1
+        return request
+
+    def _next_from_lane(self) -> Request | None:
+        while True:
+            entry = self.lane.pop(self.probe.host_ready)
+            if entry is None:
+                return None
+            request = self._lane_request(entry)
+            if request is not None:
+                self._handed_out_lane += 1
+                self.stats.inc_value("aopic/lane/dequeued")
+                return request
+
+    def _lane_request(self, entry: LaneEntry) -> Request | None:
+        """The request of a lane entry, holding its account's lease when the
+        account is pending; ``None`` for a link fetched meanwhile."""
+        request = entry.request
+        if entry.key is not None:
+            lease = self.store.take(entry.key)
+            if lease is not None:
+                self._mark(request, lease)
+                return request
+            if not request.dont_filter:
+                self.stats.inc_value("aopic/duplicates_merged")
+                return None
+        for name in ISSUED_META:
+            request.meta.pop(name, None)
+        return request
+
+    def _next_by_cash(self) -> Request | None:
         """The richest pending URL whose host can be fetched now, leased."""
         if self.shared:
             return self._next_request_shared()
@@ -323,24 +512,37 @@ class Frontier:
         return self._hand_out(lease)
 
     def _hand_out(self, lease: Lease) -> Request:
-        """The request of ``lease``, marked with it, its URL and its cash."""
-        request = decode_request(lease.url, lease.request, self.spider)
-        request.meta.pop(REGISTERED, None)
-        request.meta[LEASE] = lease.lease_id
-        request.meta[KEY] = lease.url
-        request.meta[CASH] = lease.cash
-        request.meta.setdefault("depth", lease.depth)
-        self.ledger.open(lease)
+        """The request of ``lease``, marked with it, its URL and its cash.
+        Raises :class:`UndecodableRequest` (after settling the lease) when
+        the stored request cannot be read back."""
+        try:
+            request = decode_request(lease.url, lease.request, self.spider)
+        except UndecodableRequest as exc:
+            self.ledger.fail(lease, "undecodable")
+            self._warn_once("undecodable", "aopic: %s; its cash goes to lambda (stat "
+                            "aopic/failed/undecodable; said once)", exc)
+            raise
+        self._mark(request, lease)
         return request
+
+    def _mark(self, request: Request, lease: Lease) -> None:
+        meta = request.meta
+        for name in ISSUED_META:
+            meta.pop(name, None)
+        meta[LEASE] = lease.lease_id
+        meta[KEY] = lease.url
+        meta[CASH] = lease.cash
+        meta.setdefault("depth", lease.depth)
+        self.ledger.open(lease, request)
 
     def has_pending(self) -> bool:
         # A shared store answers without a round trip after a pop; whether
         # *other* workers still have work is the idle handler's question
         # (see SharedCrawl).
-        return self.store.pending_count() > 0
+        return len(self.lane) > 0 or self.store.pending_count() > 0
 
     def __len__(self) -> int:
-        return self.store.pending_count()
+        return len(self.lane) + self.store.pending_count()
 
     # -- settling ---------------------------------------------------------------
 
@@ -377,8 +579,19 @@ class Frontier:
         in the frontier, and returns the requests to pass on: links (marked as
         registered), and requests that are not links (``meta["aopic_link"] =
         False``). Refused links are left out.
+
+        Keys the frontier issued to the response's request
+        (:data:`ISSUED_META`) are removed from the output first: a spider
+        that builds requests with ``meta=response.meta`` copies them, and
+        they count only for the request they were issued to.
         """
         requests = list(requests)
+        for request in requests:
+            meta = request.meta
+            for name in ISSUED_META:
+                if name in meta:
+                    del meta[name]
+        # Set by the duplicate filter during this fetch (hand-out clears it).
         if response.meta.get(DUPLICATE_OF) and not self.follow_duplicate_links:
             # A near-duplicate's links are the original's: do not follow them.
             kept = [r for r in requests if r.meta.get(LINK) is False]
@@ -409,7 +622,7 @@ class Frontier:
         knows = None if self.shared else self.store.knows
         for request in requests:
             meta = request.meta
-            if meta.get(LINK) is False or meta.get(LEASE) is not None:
+            if meta.get(LINK) is False:
                 passed.append(request)
                 continue
             url = request.url
@@ -421,9 +634,24 @@ class Frontier:
             if reason:
                 self._count_refusal(reason)
                 continue
+            if knows is not None:
+                known = knows(key)
+            elif request.dont_filter:
+                known = self.store.knows(key)  # a round trip, for dont_filter links only
+            else:
+                known = False
+            if request.dont_filter and known:
+                # Fetch it again (the direct lane, at enqueue); it still gets its share.
+                links.append(Link(key, link_host(request, meta), depth, None))
+                passed.append(request)
+                continue
+            try:
+                data = None if known else request_data(request, key)
+            except UnserializableRequest:
+                passed.append(request)  # no account: kept in memory at enqueue
+                continue
             meta[REGISTERED] = True
             meta[KEY] = key
-            data = None if knows is not None and knows(key) else request_data(request, key)
             links.append(Link(key, link_host(request, meta), depth, data))
             passed.append(request)
         new_links = None
@@ -432,6 +660,13 @@ class Frontier:
             new_links = len(distinct) - self.store.count_known(distinct)
         result = self.ledger.visit(lease, links)
         if result is None:
+            # The store refused the settlement (a shared lease that expired
+            # and went to another worker): no account was made for these
+            # links, so they go the whole way through enqueue.
+            for request in passed:
+                request.meta.pop(REGISTERED, None)
+                request.meta.pop(KEY, None)
+            self.stats.inc_value("aopic/visit_rejected")
             return passed
         stats = self.stats
         stats.inc_value("aopic/pages_visited")
@@ -498,6 +733,14 @@ class Frontier:
             cls._hostnames[origin] = host
         return host
 
+    def _on_request_dropped(self, request: Request, spider=None) -> None:
+        """Scrapy dropped ``request`` before it reached the scheduler (e.g.
+        its ``OffsiteMiddleware`` refused a redirect to another host): a
+        lease it carries is settled now, its cash to lambda."""
+        lease = self.lease_of(request)
+        if lease is not None:
+            self.ledger.fail(lease, "dropped")
+
     def _on_spider_idle(self, spider) -> None:
         """Nothing is downloading or being parsed: every lease still open
         belongs to a request that vanished without reaching a hook (e.g. a
@@ -505,6 +748,7 @@ class Frontier:
         to lambda so that the books stay exact."""
         if self.ledger is None or not len(self.ledger):
             return
+        self.ledger.sweep()
         for lease in self.ledger.open_leases():
             logger.warning("aopic: request for %s vanished; its cash goes to lambda", lease.url)
             self.ledger.fail(lease, "vanished")

@@ -18,10 +18,20 @@ in flight at shutdown         back to the same account (:meth:`Ledger.requeue`)
 A settlement the store rejects (a shared store's lease that expired and was
 handed to another worker) moves nothing: the other worker's visit settles
 that cash.
+
+A request that leaves the crawl without reaching any of the hooks that
+settle (a downloader middleware raising ``IgnoreRequest`` in
+``process_response``, an exception Scrapy swallows) is noticed when its
+last reference goes: the ledger watches every request it leases out and
+settles a lease whose request is gone as ``vanished`` (its cash to lambda)
+at the next :meth:`Ledger.sweep`. Nothing is settled from inside the
+garbage collector itself, which may run in the middle of a store change.
 """
 
 from __future__ import annotations
 
+import logging
+import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -33,6 +43,8 @@ if TYPE_CHECKING:
     from ..engine import AopicEngine, VisitResult
     from ..store.base import Lease, Link
 
+logger = logging.getLogger(__name__)
+
 
 class Ledger:
     """Open leases of one process and their settlement, counted in stats
@@ -42,12 +54,30 @@ class Ledger:
         self.engine = engine
         self.stats = stats
         self._leases: dict[int, Lease] = {}
+        #: lease ids whose request was garbage-collected (see :meth:`sweep`)
+        self._gone: list[int] = []
 
     # -- leases -------------------------------------------------------------------
 
-    def open(self, lease: Lease) -> None:
-        """``lease`` was handed out with a request."""
+    def open(self, lease: Lease, request: Request | None = None) -> None:
+        """``lease`` was handed out with ``request`` (watched: see :meth:`sweep`)."""
         self._leases[lease.lease_id] = lease
+        if request is not None:
+            weakref.finalize(request, self._gone.append, lease.lease_id)
+
+    def sweep(self) -> int:
+        """Settle the leases whose request is gone without a settlement
+        (cash to lambda); returns how many."""
+        if not self._gone:
+            return 0
+        gone, self._gone = self._gone, []
+        settled = 0
+        for lease_id in gone:
+            lease = self._leases.get(lease_id)
+            if lease is not None:
+                logger.warning("aopic: request for %s vanished; its cash goes to lambda", lease.url)
+                settled += self.fail(lease, "vanished")
+        return settled
 
     def lease_of(self, request: Request) -> Lease | None:
         """The open lease ``request`` holds, if any."""

@@ -9,12 +9,18 @@ followed link) is stored as the header's value and that URL: a
 becomes a JSON-able dict built on Scrapy's ``Request.to_dict``, callbacks by
 name. Nothing is pickled, so a store another process can write to (Redis,
 a journal file) cannot make the crawler run code.
+
+A request is never changed on the way: one that cannot be written as data
+(a callback that is not a spider method, meta values that are not JSON)
+raises :class:`UnserializableRequest` (the frontier then keeps it in memory),
+and stored data that cannot be read back raises :class:`UndecodableRequest`
+(the frontier then settles its cash to lambda) instead of turning into a
+plain GET.
 """
 
 from __future__ import annotations
 
 import base64
-import logging
 from typing import Any, NamedTuple
 
 from scrapy import Request, Spider
@@ -22,7 +28,6 @@ from scrapy.utils.request import request_from_dict
 
 from ..store.base import REFERER_KEY
 
-logger = logging.getLogger(__name__)
 
 #: meta keys the frontier itself sets or that Scrapy recomputes per fetch.
 TRANSIENT_META = frozenset(
@@ -31,6 +36,7 @@ TRANSIENT_META = frozenset(
         "aopic_key",
         "aopic_cash",
         "aopic_registered",
+        "aopic_duplicate_of",
         "depth",
         "download_slot",
         "download_latency",
@@ -39,6 +45,14 @@ TRANSIENT_META = frozenset(
         "_aopic_seed",
     }
 )
+
+
+class UnserializableRequest(ValueError):
+    """The request cannot be stored as data without changing it."""
+
+
+class UndecodableRequest(ValueError):
+    """Stored request data that cannot be turned back into the request."""
 
 
 class Referred(NamedTuple):
@@ -108,8 +122,8 @@ def encode_request(
     a JSON-able dict when ``portable`` (another process or a later run will
     read it), else the request object itself (nothing lost, nothing encoded).
 
-    Meta values that cannot be stored as JSON are dropped with a warning
-    (the request itself is kept).
+    Raises :class:`UnserializableRequest` when ``portable`` and the request
+    cannot be written as JSON unchanged.
     """
     if _is_plain(request, spider, headers=True):
         url = None if request.url == canonical else request.url
@@ -128,33 +142,25 @@ def encode_request(
     try:
         data = request.to_dict(spider=spider)
     except ValueError as exc:  # a callback that is not a method of the spider
-        logger.warning("aopic: %s stored without its callback: %s", request.url, exc)
-        return request.url
+        raise UnserializableRequest(str(exc)) from None
     meta = {k: v for k, v in (data.get("meta") or {}).items() if k not in TRANSIENT_META}
-    for key in list(meta):
-        try:
-            meta[key] = _jsonable(meta[key])
-        except TypeError as exc:
-            logger.warning("aopic: meta[%r] of %s not stored: %s", key, request.url, exc)
-            del meta[key]
-    data["meta"] = meta
     out = {}
-    for key, value in data.items():
-        if key == "meta":
-            if value:
-                out[key] = value
-            continue
-        try:
-            out[key] = _jsonable(value)
-        except TypeError as exc:
-            logger.warning("aopic: %s of %s not stored: %s", key, request.url, exc)
+    try:
+        meta = {key: _jsonable(value) for key, value in meta.items()}
+        for key, value in data.items():
+            if key != "meta":
+                out[key] = _jsonable(value)
+    except TypeError as exc:
+        raise UnserializableRequest(f"{exc} (in the request's {key!r})") from None
+    if meta:
+        out["meta"] = meta
     return out
 
 
 def decode_request(url: str, data: Any, spider: Spider | None) -> Request:
     """A fresh :class:`~scrapy.Request` for account ``url`` from stored ``data``.
 
-    Unknown shapes fall back to a plain GET of ``url`` with a warning.
+    Raises :class:`UndecodableRequest` for data that is not a request.
     """
     if data is None:
         return Request(url)
@@ -171,7 +177,5 @@ def decode_request(url: str, data: Any, spider: Spider | None) -> Request:
         try:
             return request_from_dict(_from_jsonable(data), spider=spider)
         except Exception as exc:  # a stored callback that no longer exists, bad fields
-            logger.warning("aopic: stored request for %s unusable (%s); fetching it plainly", url, exc)
-            return Request(url)
-    logger.warning("aopic: stored request for %s has unknown type %s; fetching it plainly", url, type(data).__name__)
-    return Request(url)
+            raise UndecodableRequest(f"stored request for {url} unusable: {exc}") from None
+    raise UndecodableRequest(f"stored request for {url} has unknown type {type(data).__name__}")

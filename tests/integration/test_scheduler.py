@@ -95,7 +95,9 @@ def test_priority_does_not_break_it():
     scheduler.enqueue_request(seed("http://a.example/2", priority=100))
     out = drain(scheduler)
     assert {r.url for r in out} == {"http://a.example/1", "http://a.example/2"}
-    assert [r.priority for r in out] == [-100, 100]  # kept on the request
+    # A positive priority goes through the direct lane, ahead of the cash
+    # order; a negative one is the cash order's; both stay on the request.
+    assert [r.priority for r in out] == [100, -100]
 
 
 def test_requests_come_back_whole():
