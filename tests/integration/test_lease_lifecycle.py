@@ -17,6 +17,7 @@ from scrapy.utils.test import get_crawler
 
 from scrapy_aopic.meta import DUPLICATE_OF, KEY, LEASE, REGISTERED
 from scrapy_aopic.scheduler import AopicScheduler
+from tests.integration.test_scheduler import drain, seed
 
 
 class LoginSpider(Spider):
@@ -41,11 +42,6 @@ def make(settings=None, jobdir=None):
     return scheduler, crawler
 
 
-def seed(url, **kwargs):
-    meta = {"is_start_request": True, **kwargs.pop("meta", {})}
-    return Request(url, meta=meta, **kwargs)
-
-
 def page(request, links=(), status=200):
     body = "".join(f'<a href="{u}">x</a>' for u in links).encode()
     return HtmlResponse(request.url, status=status, body=body, request=request)
@@ -54,13 +50,6 @@ def page(request, links=(), status=200):
 def books_balanced(scheduler):
     engine = scheduler.frontier.engine
     return engine.conservation_error() <= 1e-9 * max(1.0, engine.totals().injected)
-
-
-def drain(scheduler):
-    out = []
-    while (request := scheduler.next_request()) is not None:
-        out.append(request)
-    return out
 
 
 # -- item 2: a lease is settled as soon as its request's path is known ----------
