@@ -46,6 +46,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+class _Watch(weakref.ref):
+    """A weak reference to a leased request that knows its lease."""
+
+    __slots__ = ("lease_id",)
+
+
 class Ledger:
     """Open leases of one process and their settlement, counted in stats
     (``aopic/<stat>`` once per settlement the store accepted)."""
@@ -54,6 +60,9 @@ class Ledger:
         self.engine = engine
         self.stats = stats
         self._leases: dict[int, Lease] = {}
+        #: lease id -> weak reference to its request (dropped at settlement,
+        #: so that a settled request's end calls nothing)
+        self._watches: dict[int, _Watch] = {}
         #: lease ids whose request was garbage-collected (see :meth:`sweep`)
         self._gone: list[int] = []
 
@@ -63,7 +72,13 @@ class Ledger:
         """``lease`` was handed out with ``request`` (watched: see :meth:`sweep`)."""
         self._leases[lease.lease_id] = lease
         if request is not None:
-            weakref.finalize(request, self._gone.append, lease.lease_id)
+            watch = _Watch(request, self._request_gone)
+            watch.lease_id = lease.lease_id
+            self._watches[lease.lease_id] = watch
+
+    def _request_gone(self, watch: _Watch) -> None:
+        # Called by the garbage collector: only note it (see sweep).
+        self._gone.append(watch.lease_id)
 
     def sweep(self) -> int:
         """Settle the leases whose request is gone without a settlement
@@ -94,6 +109,7 @@ class Ledger:
 
     def _settle(self, lease: Lease, action: Callable[[Lease], bool], stat: str) -> bool:
         self._leases.pop(lease.lease_id, None)
+        self._watches.pop(lease.lease_id, None)
         done = action(lease)
         if done:
             self.stats.inc_value(f"aopic/{stat}")
@@ -102,6 +118,7 @@ class Ledger:
     def visit(self, lease: Lease, links: Iterable[Link]) -> VisitResult | None:
         """The page of ``lease`` was parsed: pay its links and lambda."""
         self._leases.pop(lease.lease_id, None)
+        self._watches.pop(lease.lease_id, None)
         return self.engine.visit(lease, links)
 
     def fail(self, lease: Lease, reason: str, *, refuse: bool = False) -> bool:
