@@ -133,6 +133,23 @@ define("AOPIC_EXPORT_IMPORTANCE", None, "core", """
     Path of a JSON Lines file written when the spider closes: one object per
     known page (``url``, ``importance``, ``cash``, ``history``, ``visits``,
     ``depth``, ``state``), most important first. ``None``: no export.""")
+define("AOPIC_JOURNAL_ROLL_ENTRIES", 100_000, "core", """
+    With ``JOBDIR``, start a new journal generation (a fresh snapshot of the
+    frontier and an empty journal) once the journal holds this many changes
+    and is at least as large as the last snapshot (so that rewriting the
+    snapshot costs no more than the journal written since). A resume then
+    reads one snapshot and at most about as much journal. ``0``: only at
+    start and at a clean close.""")
+define("AOPIC_JOBDIR_RECOVERY", None, "core", """
+    What to do when the ``JOBDIR`` frontier is damaged (a snapshot missing,
+    cut short or edited, a journal of another generation or crawl). ``None``
+    (default): stop with an error naming the file. ``"fresh"``: move the
+    damaged files aside (``JOBDIR/aopic/damaged-<time>/``) and start the
+    frontier afresh. ``"salvage"``: keep what can still be read (the
+    snapshot's readable records, the journal up to its first bad line) and
+    rebalance the books to it, logging the cash that was lost. A corrupt line
+    inside the journal never needs this: the state before it is kept and the
+    file is kept as ``journal.N.jsonl.corrupt``.""")
 define("AOPIC_JOURNAL_SYNC", False, "core", """
     With ``JOBDIR``, ``fsync`` the write-ahead journal after every batch.
     Off by default: the journal is written (not buffered) after every change,

@@ -104,6 +104,8 @@ class Frontier:
         self.backend = aopic_settings.get(settings, "AOPIC_BACKEND")
         self.export_path = aopic_settings.get(settings, "AOPIC_EXPORT_IMPORTANCE")
         self.journal_sync = aopic_settings.get_bool(settings, "AOPIC_JOURNAL_SYNC")
+        self.journal_roll = aopic_settings.get_int(settings, "AOPIC_JOURNAL_ROLL_ENTRIES")
+        self.jobdir_recovery = aopic_settings.get(settings, "AOPIC_JOBDIR_RECOVERY") or None
         self.jobdir = settings.get("JOBDIR")
         self.min_share = aopic_settings.get_float(settings, "AOPIC_MIN_CASH_SHARE")
         if not 0.0 <= self.min_share <= 1.0:
@@ -177,8 +179,13 @@ class Frontier:
         offsite = OffsiteLinkFilter.for_middlewares(self.probe.downloader_middlewares(), spider)
         if offsite is not None:
             self.link_filters.register(offsite, first=True)  # the cheapest and most common refusal
-        if isinstance(self.store, JournaledStore) and self.store.requeued_on_open:
-            self.stats.inc_value("aopic/resumed_in_flight", self.store.requeued_on_open)
+        if isinstance(self.store, JournaledStore):
+            if self.store.requeued_on_open:
+                self.stats.inc_value("aopic/resumed_in_flight", self.store.requeued_on_open)
+            if self.store.entries_lost:
+                self.stats.set_value("aopic/jobdir/entries_lost", self.store.entries_lost)
+            if self.store.recovered:
+                self.stats.set_value(f"aopic/jobdir/recovered/{self.store.recovered}", 1)
         self._load_lane()
 
     def _build_store(self, spider) -> FrontierStore:
@@ -186,7 +193,8 @@ class Frontier:
             if self.jobdir:
                 self._portable = True
                 return JournaledStore(
-                    Path(self.jobdir, "aopic"), self.lambda_targets, sync=self.journal_sync
+                    Path(self.jobdir, "aopic"), self.lambda_targets, sync=self.journal_sync,
+                    roll_entries=self.journal_roll, recovery=self.jobdir_recovery,
                 )
             return MemoryStore(self.lambda_targets)
         if self.backend == "redis":

@@ -1,20 +1,41 @@
 """Crash-safe persistence of the in-memory store in ``JOBDIR``.
 
-Two files per generation ``g`` in ``JOBDIR/aopic/``:
+Files in ``JOBDIR/aopic/``, per generation ``g``:
 
-* ``snapshot.g.jsonl`` — the whole store at the start of the generation (a
-  header line, then one line per account), written to a temporary file,
-  fsynced and renamed, so it is either complete or absent;
+* ``snapshot.g.jsonl`` — the whole store at the start of the generation: a
+  header line (the store's totals, the crawl's identity and ``g``), one line
+  per account, and a trailer written last with the number of records and the
+  SHA-256 of every byte before it. It is written to a temporary file,
+  fsynced and renamed, and checked when read: a snapshot that is truncated
+  (even at a line boundary), padded or edited is refused, never half-loaded.
 * ``journal.g.jsonl`` — every change since, one JSON line per store
-  operation, written through to the OS as it happens (a killed process loses
-  nothing the OS has; ``AOPIC_JOURNAL_SYNC`` adds an fsync for power cuts).
+  operation after a header line naming the crawl and ``g``, written through
+  to the OS as it happens (a killed process loses nothing the OS has;
+  ``AOPIC_JOURNAL_SYNC`` adds an fsync for power cuts). It is created by its
+  generation and never appended to by another one.
+* ``lock`` — held (``flock``) by the one process using the ``JOBDIR``; the
+  operating system releases it when that process dies.
 
-Opening replays the newest complete snapshot and its journal (a torn last
-line, from a kill in mid-write, is dropped), gives every lease that was open
-back to the frontier — those requests were in flight when the process died,
-so they are fetched again, with their cash, and no cash is created — then
-starts the next generation. A clean close does the same, so a resume reads
-one snapshot and an empty journal.
+Opening replays the newest snapshot and its journal, gives every lease that
+was open back to the frontier (those requests were in flight when the
+process died: they are fetched again, with their cash, and no cash is
+created), then starts the next generation. A clean close does the same, and
+a long crawl rolls to a new generation when its journal grows
+(``AOPIC_JOURNAL_ROLL_ENTRIES``), so resuming never replays more than that.
+
+What is damaged is said, never silently skipped:
+
+* a torn last journal line (a kill in mid-write, whatever bytes it holds) is
+  dropped: it was never acknowledged;
+* a bad line inside the journal (invalid UTF-8 or JSON, a non-finite number,
+  an unknown operation) ends the replay there: the changes before it are a
+  consistent state; the file is kept as ``journal.g.jsonl.corrupt`` and the
+  log says how many entries were lost and which URLs will be fetched again;
+* anything that leaves no consistent state — no snapshot but a journal, a
+  journal of another generation or crawl, a damaged snapshot — stops the
+  crawl with :class:`JobdirError`, which names the file and the way out
+  (``AOPIC_JOBDIR_RECOVERY``: ``"fresh"`` moves the damaged state aside and
+  starts again, ``"salvage"`` keeps what can be read).
 
 Scrapy's own JOBDIR writes its queues only at a clean close; this one
 survives ``SIGKILL``.
@@ -22,12 +43,18 @@ survives ``SIGKILL``.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import logging
+import math
 import os
 import re
+import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from .base import AccountView, Credit, FrontierStore, Lease, Link, Totals
 from .memory import MemoryStore
@@ -36,6 +63,48 @@ logger = logging.getLogger(__name__)
 
 _FILE = re.compile(r"^(snapshot|journal)\.(\d+)\.jsonl$")
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+#: Version of the files' layout (headers and trailer); files without it were
+#: written by scrapy-aopic 0.1 and are read without the checks.
+FORMAT = 2
+#: Key of the crawl's identity in a snapshot header.
+IDENTITY = "aopic_jobdir"
+#: What the error messages offer as ways out.
+WAY_OUT = (
+    "To start this crawl afresh (the damaged files are moved aside, not deleted), run it with "
+    "-s AOPIC_JOBDIR_RECOVERY=fresh; to keep what can still be read, -s AOPIC_JOBDIR_RECOVERY=salvage "
+    "(see docs/troubleshooting.rst)."
+)
+RECOVERY_MODES = (None, "fresh", "salvage")
+
+
+class JobdirError(RuntimeError):
+    """A ``JOBDIR`` that cannot be used as it is: the message names the file
+    and the way out."""
+
+
+class JobdirInUse(JobdirError):
+    """Another process holds the ``JOBDIR``."""
+
+
+class DamagedFile(ValueError):
+    """A snapshot or journal line that does not read back as written."""
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"non-finite number {text}")
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name}")
+
+
+def parse_line(raw: bytes) -> Any:
+    """One JSON line as written by :data:`_dumps`: UTF-8, finite numbers only
+    (raises :class:`ValueError` otherwise)."""
+    return json.loads(raw.decode("utf-8"), parse_float=_finite, parse_constant=_reject_constant)
 
 
 def _link(data: list) -> Link:
@@ -46,6 +115,125 @@ def _link_data(link: Link) -> list:
     return [link.url, link.host, link.depth, link.request]
 
 
+# -- the lock ------------------------------------------------------------------------
+
+
+class JobdirLock:
+    """An exclusive ``flock`` on ``directory/lock``, held while the store is
+    open; the operating system drops it when the process dies, so a killed
+    crawl never leaves its ``JOBDIR`` locked."""
+
+    def __init__(self, directory: Path):
+        self.path = directory / "lock"
+        self._file = None
+
+    def acquire(self) -> None:
+        handle = open(self.path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            handle.close()
+            raise JobdirInUse(
+                f"aopic: JOBDIR {self.path.parent.parent} is in use by {holder} (lock {self.path}). "
+                "Two crawls on one JOBDIR would requeue each other's requests and delete each other's "
+                "files: stop the other crawl first, or give this one its own JOBDIR."
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()}\n")
+        handle.flush()
+        self._file = handle
+
+    def release(self) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file, fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
+
+
+# -- snapshots -----------------------------------------------------------------------
+
+
+def write_snapshot(path: Path, header: dict, records: Iterable[list]) -> int:
+    """Write a self-checking snapshot (temporary file, fsync, rename);
+    returns the number of records."""
+    tmp = path.with_suffix(".jsonl.tmp")
+    digest = hashlib.sha256()
+    count = 0
+    with tmp.open("wb") as out:
+
+        def put(line: str) -> None:
+            data = line.encode("utf-8") + b"\n"
+            digest.update(data)
+            out.write(data)
+
+        put(_dumps(header))
+        for record in records:
+            put(_dumps(record))
+            count += 1
+        out.write((_dumps({"end": {"records": count, "sha256": digest.hexdigest()}}) + "\n").encode("utf-8"))
+        out.flush()
+        os.fsync(out.fileno())
+    os.replace(tmp, path)
+    return count
+
+
+def read_snapshot(path: Path, *, salvage: bool = False) -> tuple[dict, list[list], str | None]:
+    """``(header, records, damage)`` of a snapshot. A snapshot whose trailer
+    is missing or does not match raises :class:`DamagedFile`, unless
+    ``salvage``: then the records read up to the damage are returned, with
+    what was wrong in ``damage``."""
+    digest = hashlib.sha256()
+    header: dict | None = None
+    records: list[list] = []
+    trailer = None
+    damage = None
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, 1):
+            if trailer is not None:
+                damage = f"line {number}: data after the end marker"
+                break
+            if not raw.endswith(b"\n"):
+                damage = f"line {number}: cut off in mid-line"
+                break
+            try:
+                value = parse_line(raw)
+            except ValueError as exc:
+                damage = f"line {number}: {exc}"
+                break
+            if number == 1:
+                if not isinstance(value, dict) or "lambda_targets" not in value:
+                    damage = "line 1: not a snapshot header"
+                    break
+                header = value
+            elif isinstance(value, dict) and "end" in value and header.get(IDENTITY):
+                trailer = value["end"]
+                continue
+            elif isinstance(value, list) and len(value) >= 10:
+                records.append(value)
+            else:
+                damage = f"line {number}: not an account record"
+                break
+            digest.update(raw)
+    if damage is None and header is None:
+        damage = "empty file"
+    if damage is None and header.get(IDENTITY):  # format 2: the trailer proves it whole
+        if trailer is None:
+            damage = f"no end marker after {len(records)} records (the file was cut short)"
+        elif not isinstance(trailer, dict) or trailer.get("records") != len(records):
+            damage = f"{len(records)} records where the end marker counts {trailer.get('records')!r}"
+        elif trailer.get("sha256") != digest.hexdigest():
+            damage = "checksum mismatch (the file was changed after it was written)"
+    if damage is not None and not salvage:
+        raise DamagedFile(damage)
+    return header or {}, records, damage
+
+
+# -- the store -----------------------------------------------------------------------
+
+
 class JournaledStore(FrontierStore):
     """A :class:`MemoryStore` whose every change is journaled to ``directory``.
 
@@ -53,27 +241,64 @@ class JournaledStore(FrontierStore):
     to the journal before the call returns. Link memory: the links of a visit
     are rebuilt from its journaled credits, a virtual revisit is journaled as
     ``["revisit", url, lambda_tax]`` and snapshots carry the links.
+
+    ``roll_entries``: a journal of at least this many changes, and at least
+    as large as the last snapshot (so that rewriting the snapshot costs no
+    more than the journal written since), starts a new generation: a resume
+    then reads one snapshot and at most about as much journal. ``recovery``: what to do with a damaged
+    ``JOBDIR`` (``None``: raise :class:`JobdirError`; ``"fresh"``;
+    ``"salvage"``).
+
+    What happened when it opened is in :attr:`requeued_on_open`,
+    :attr:`replayed`, :attr:`entries_lost` and :attr:`recovered`.
     """
 
     supports_link_memory = True
+    #: Set for tools that only read a JOBDIR (see :func:`load_jobdir`).
+    _read_only = False
 
-    def __init__(self, directory: str | os.PathLike, lambda_targets: str = "pending", *, sync: bool = False):
+    def __init__(
+        self,
+        directory: str | os.PathLike,
+        lambda_targets: str = "pending",
+        *,
+        sync: bool = False,
+        roll_entries: int = 0,
+        recovery: str | None = None,
+    ):
+        if recovery not in RECOVERY_MODES:
+            raise ValueError(f"AOPIC_JOBDIR_RECOVERY must be one of {RECOVERY_MODES}, got {recovery!r}")
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.sync = sync
+        self.roll_entries = roll_entries
+        self.recovery = recovery
         self.requeued_on_open = 0
         self.replayed = 0
+        #: journal entries after a damaged line, not replayed
+        self.entries_lost = 0
+        #: how the state was recovered ("fresh", "salvage") or None
+        self.recovered: str | None = None
         self._journal = None
-        self.memory, generation = self._load(lambda_targets)
-        self.lambda_targets = self.memory.lambda_targets
-        if lambda_targets != self.lambda_targets:
-            logger.warning(
-                "aopic: JOBDIR was started with AOPIC_LAMBDA_TARGETS=%r; keeping it (asked %r)",
-                self.lambda_targets,
-                lambda_targets,
-            )
-        self._generation = generation
-        self._start_generation()
+        self._entries = 0
+        self._journal_chars = 0
+        self._snapshot_bytes = 0
+        self._lock = JobdirLock(self.directory)
+        self._lock.acquire()
+        try:
+            self.memory, self.crawl_id, generation = self._load(lambda_targets)
+            self.lambda_targets = self.memory.lambda_targets
+            if lambda_targets != self.lambda_targets:
+                logger.warning(
+                    "aopic: JOBDIR was started with AOPIC_LAMBDA_TARGETS=%r; keeping it (asked %r)",
+                    self.lambda_targets,
+                    lambda_targets,
+                )
+            self._generation = generation
+            self._start_generation()
+        except BaseException:
+            self._lock.release()
+            raise
 
     # -- files ----------------------------------------------------------------
 
@@ -85,21 +310,44 @@ class JournaledStore(FrontierStore):
                 found[match.group(1)].add(int(match.group(2)))
         return found
 
-    def _load(self, lambda_targets: str) -> tuple[MemoryStore, int]:
+    def _load(self, lambda_targets: str) -> tuple[MemoryStore, str, int]:
+        try:
+            return self._load_checked(lambda_targets)
+        except JobdirError as exc:
+            if self.recovery is None:
+                raise
+            return self._recover(lambda_targets, exc)
+
+    def _load_checked(self, lambda_targets: str) -> tuple[MemoryStore, str, int]:
         found = self._generations()
         if not found["snapshot"]:
-            store = MemoryStore(lambda_targets)
-            generation = 0
-        else:
-            generation = max(found["snapshot"])
-            store = self._read_snapshot(self.directory / f"snapshot.{generation}.jsonl")
+            if found["journal"]:
+                names = ", ".join(f"journal.{g}.jsonl" for g in sorted(found["journal"]))
+                raise JobdirError(
+                    f"aopic: JOBDIR state in {self.directory} is incomplete: {names} but no snapshot, "
+                    f"so the crawl cannot be resumed and would silently restart from zero. {WAY_OUT}"
+                )
+            return MemoryStore(lambda_targets), uuid.uuid4().hex, 0
+        generation = max(found["snapshot"])
+        newer = sorted(g for g in found["journal"] if g > generation)
+        if newer:
+            raise JobdirError(
+                f"aopic: {self.directory / f'journal.{newer[-1]}.jsonl'} is newer than the newest snapshot "
+                f"(snapshot.{generation}.jsonl): it belongs to a generation whose snapshot is lost, or to "
+                f"another crawl. {WAY_OUT}"
+            )
+        path = self.directory / f"snapshot.{generation}.jsonl"
+        try:
+            header, records, _ = read_snapshot(path)
+            store = MemoryStore.restore(header, records)
+        except (DamagedFile, ValueError, KeyError, TypeError) as exc:
+            raise JobdirError(f"aopic: snapshot {path} is damaged ({exc}). {WAY_OUT}") from None
+        identity = header.get(IDENTITY) or {}
+        crawl_id = identity.get("crawl") or uuid.uuid4().hex
         journal = self.directory / f"journal.{generation}.jsonl"
         if journal.exists():
-            self.replayed = self._replay(store, journal)
-        # Leases open at a crash (or a kill) were in flight: fetch them again.
-        for url, lease_id in store.open_leases():
-            store.settle_requeue(url, lease_id)
-            self.requeued_on_open += 1
+            self.replayed = self._replay(store, journal, crawl_id if identity else None, generation)
+        self._requeue_open_leases(store)
         if self.replayed or self.requeued_on_open:
             logger.info(
                 "aopic: resumed JOBDIR %s: %d accounts, %d journal entries replayed, "
@@ -109,65 +357,191 @@ class JournaledStore(FrontierStore):
                 self.replayed,
                 self.requeued_on_open,
             )
-        return store, generation
+        return store, crawl_id, generation
 
-    @staticmethod
-    def _read_snapshot(path: Path) -> MemoryStore:
-        with path.open(encoding="utf-8") as lines:
-            header = json.loads(next(lines))
-            return MemoryStore.restore(header, (json.loads(line) for line in lines))
+    def _requeue_open_leases(self, store: MemoryStore) -> None:
+        # Leases open at a crash (or a kill) were in flight: fetch them again.
+        for url, lease_id in store.open_leases():
+            store.settle_requeue(url, lease_id)
+            self.requeued_on_open += 1
 
-    def _replay(self, store: MemoryStore, path: Path) -> int:
+    def _replay(self, store: MemoryStore, path: Path, crawl_id: str | None, generation: int) -> int:
+        """Apply ``path``'s entries to ``store``; returns how many. A bad line
+        ends the replay (what came before is a consistent state)."""
         count = 0
-        with path.open(encoding="utf-8") as lines:
-            for number, line in enumerate(lines, 1):
-                if not line.endswith("\n"):
+        with path.open("rb") as lines:
+            for number, raw in enumerate(lines, 1):
+                if not raw.endswith(b"\n"):
                     logger.warning("aopic: dropped a torn last journal line (%s:%d)", path, number)
                     break
                 try:
-                    op, *args = json.loads(line)
+                    entry = parse_line(raw)
+                    if number == 1 and isinstance(entry, dict):
+                        self._check_journal_header(path, entry, crawl_id, generation)
+                        continue
+                    if number == 1 and crawl_id is not None:
+                        raise JobdirError(
+                            f"aopic: journal {path} has no header: it was not written by this crawl's "
+                            f"generation {generation}. {WAY_OUT}"
+                        )
+                    op, *args = entry
                     _REPLAY[op](store, *args)
+                except JobdirError:
+                    raise
                 except (ValueError, KeyError, TypeError) as exc:
-                    logger.error(
-                        "aopic: journal %s is corrupt at line %d (%s); later changes are lost",
-                        path,
-                        number,
-                        exc,
-                    )
+                    self._corrupt_journal(path, number, exc, lines)
                     break
                 count += 1
         return count
 
+    @staticmethod
+    def _check_journal_header(path: Path, header: dict, crawl_id: str | None, generation: int) -> None:
+        identity = header.get("journal") or {}
+        if identity.get("crawl") != crawl_id or identity.get("generation") != generation:
+            raise JobdirError(
+                f"aopic: journal {path} belongs to crawl {identity.get('crawl')!r} generation "
+                f"{identity.get('generation')!r}, not to the snapshot's ({crawl_id!r}, {generation}): "
+                f"two crawls' files are mixed in this JOBDIR. {WAY_OUT}"
+            )
+
+    def _corrupt_journal(self, path: Path, number: int, exc: Exception, rest: Iterator[bytes]) -> None:
+        """Keep the damaged journal for inspection; say what is lost."""
+        lost = 1
+        refetched: dict[str, None] = {}
+        for raw in rest:
+            lost += 1
+            try:
+                op, url, *_ = parse_line(raw)
+            except (ValueError, TypeError):
+                continue
+            if op in ("take", "visit") and isinstance(url, str):
+                refetched[url] = None
+        self.entries_lost = lost
+        kept = path.with_name(path.name + ".corrupt")
+        if self._read_only:
+            kept = path  # a tool reading a JOBDIR changes nothing in it
+        else:
+            os.replace(path, kept)
+        sample = ", ".join(list(refetched)[:10])
+        logger.error(
+            "aopic: journal %s is corrupt at line %d (%s): %d entries from there on are lost; the state "
+            "before that line is kept, and the pages whose visits were lost will be fetched again "
+            "(%d known: %s%s). The damaged file is kept as %s.",
+            path, number, exc, lost, len(refetched), sample, "..." if len(refetched) > 10 else "", kept,
+        )
+
+    def _recover(self, lambda_targets: str, error: JobdirError) -> tuple[MemoryStore, str, int]:
+        """``AOPIC_JOBDIR_RECOVERY``: start afresh, or keep what can be read."""
+        self.recovered = self.recovery
+        if self.recovery == "salvage":
+            salvaged = self._salvage(lambda_targets)
+            if salvaged is not None:
+                return salvaged
+        aside = self.directory / f"damaged-{time.strftime('%Y%m%d-%H%M%S')}"
+        aside.mkdir()
+        for path in self.directory.iterdir():
+            if path.name.startswith(("snapshot.", "journal.")):
+                os.replace(path, aside / path.name)
+        logger.warning("aopic: %s\naopic: starting this JOBDIR afresh; the damaged files are in %s", error, aside)
+        self.replayed = 0
+        return MemoryStore(lambda_targets), uuid.uuid4().hex, max(self._all_generations(aside), default=0)
+
+    @staticmethod
+    def _all_generations(directory: Path) -> list[int]:
+        numbers = []
+        for path in directory.iterdir():
+            match = _FILE.match(path.name.removesuffix(".corrupt"))
+            if match:
+                numbers.append(int(match.group(2)))
+        return numbers
+
+    def _salvage(self, lambda_targets: str) -> tuple[MemoryStore, str, int] | None:
+        """The newest snapshot's readable records (and its journal up to its
+        first bad line), the books rebalanced to what was read; ``None``
+        when there is no snapshot at all."""
+        found = self._generations()
+        if not found["snapshot"]:
+            return None
+        generation = max(found["snapshot"])
+        path = self.directory / f"snapshot.{generation}.jsonl"
+        header, records, damage = read_snapshot(path, salvage=True)
+        try:
+            store = MemoryStore.restore({"lambda_targets": lambda_targets, **header}, records)
+        except (ValueError, KeyError, TypeError):
+            return None
+        identity = header.get(IDENTITY) or {}
+        journal = self.directory / f"journal.{generation}.jsonl"
+        if journal.exists():
+            try:
+                self.replayed = self._replay(store, journal, identity.get("crawl"), generation)
+            except JobdirError:
+                pass  # a journal of another crawl: nothing of it is this state
+        self._requeue_open_leases(store)
+        accounts, lambda_cash, in_flight, injected = store.recount()
+        held = math.fsum((accounts, lambda_cash, in_flight))
+        store.totals().injected = held  # what was read is all there is
+        for stale in (g for g in found["journal"] if g > generation):
+            os.replace(self.directory / f"journal.{stale}.jsonl",
+                       self.directory / f"journal.{stale}.jsonl.corrupt")
+        logger.warning(
+            "aopic: salvaged JOBDIR %s from %s (%s): %d accounts read; cash %.6g of %.6g injected was lost "
+            "with the damaged part, and the books now count %.6g",
+            self.directory, path, damage or "journal damaged", store.totals().known, injected - held,
+            injected, held,
+        )
+        return store, identity.get("crawl") or uuid.uuid4().hex, generation
+
     def _start_generation(self) -> None:
         """Write a snapshot of the current state as a new generation and
-        start its empty journal; remove older generations."""
+        start its empty journal; remove older generations.
+
+        Leases still open (a roll in mid-crawl) are written as the pending
+        accounts they came from, and the new journal takes them again first,
+        so a replay holds the same leases."""
         if self._journal is not None:
             self._journal.close()
+            self._journal = None
         old = self._generations()
         generation = self._generation + 1
-        header, records = self.memory.snapshot()
+        header, records = self.memory.snapshot(leased_as_pending=True)
+        header[IDENTITY] = {"format": FORMAT, "crawl": self.crawl_id, "generation": generation}
         path = self.directory / f"snapshot.{generation}.jsonl"
-        tmp = path.with_suffix(".jsonl.tmp")
-        with tmp.open("w", encoding="utf-8") as out:
-            out.write(_dumps(header) + "\n")
-            for record in records:
-                out.write(_dumps(record) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
+        write_snapshot(path, header, records)
+        self._snapshot_bytes = path.stat().st_size
         self._generation = generation
+        # "x": a journal is only ever written by the generation that created it.
         self._journal = (self.directory / f"journal.{generation}.jsonl").open(
-            "a", encoding="utf-8", buffering=1
+            "x", encoding="utf-8", buffering=1
         )
+        self._journal.write(_dumps({"journal": {"crawl": self.crawl_id, "generation": generation}}) + "\n")
+        self._entries = 0
+        self._journal_chars = 0
+        for url, _ in self.memory.open_leases():
+            self._log("take", url)
         for kind, generations in old.items():
             for g in generations:
                 if g < generation:
                     (self.directory / f"{kind}.{g}.jsonl").unlink(missing_ok=True)
+        for stale in self.directory.glob("*.jsonl.tmp"):  # a kill in mid-snapshot
+            stale.unlink(missing_ok=True)
 
     def _log(self, *entry) -> None:
-        self._journal.write(_dumps(entry) + "\n")
+        line = _dumps(entry) + "\n"
+        self._journal.write(line)
         if self.sync:
             os.fsync(self._journal.fileno())
+        self._entries += 1
+        self._journal_chars += len(line)
+
+    def _roll_if_due(self) -> None:
+        """A new generation when the journal is long (called between
+        operations, never inside one)."""
+        if (
+            self.roll_entries
+            and self._entries >= self.roll_entries
+            and self._journal_chars >= self._snapshot_bytes
+        ):
+            self._start_generation()
 
     # -- FrontierStore: reads ---------------------------------------------------
 
@@ -209,6 +583,7 @@ class JournaledStore(FrontierStore):
         return done
 
     def pop(self, ready: Callable[[str], bool], min_share: float = 0.0) -> Lease | None:
+        self._roll_if_due()
         lease = self.memory.pop(ready, min_share)
         if lease is not None:
             self._log("take", lease.url)
@@ -286,17 +661,23 @@ class JournaledStore(FrontierStore):
         return done
 
     def close(self) -> None:
-        """Give open leases back, write a fresh snapshot, close the journal."""
-        for url, lease_id in self.memory.open_leases():
-            self.settle_requeue(url, lease_id)
-        self._start_generation()
-        self._journal.close()
+        """Give open leases back, write a fresh snapshot, close the journal,
+        release the ``JOBDIR``."""
+        try:
+            for url, lease_id in self.memory.open_leases():
+                self.settle_requeue(url, lease_id)
+            self._start_generation()
+            self._journal.close()
+        finally:
+            self._lock.release()
 
 
 def load_jobdir(directory: str | os.PathLike) -> MemoryStore:
     """The frontier saved in ``directory`` (``JOBDIR/aopic``), read-only:
-    nothing is written, leases open at a crash are given back in the copy.
-    For tools (``scrapy aopic top``) that inspect a crawl, even a running one."""
+    nothing is written and nothing is locked (it may be a running crawl),
+    leases open at a crash are given back in the copy. For tools
+    (``scrapy aopic top``) that inspect a crawl. Raises :class:`JobdirError`
+    for a damaged state."""
     directory = Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"no AOPIC frontier in {directory} (is it a JOBDIR of an AOPIC crawl?)")
@@ -304,7 +685,10 @@ def load_jobdir(directory: str | os.PathLike) -> MemoryStore:
     reader.directory = directory
     reader.replayed = 0
     reader.requeued_on_open = 0
-    store, _ = reader._load("pending")
+    reader.entries_lost = 0
+    reader.recovery = None
+    reader._read_only = True
+    store, _, _ = reader._load_checked("pending")
     return store
 
 

@@ -417,11 +417,15 @@ class MemoryStore(FrontierStore):
 
     # -- snapshots (JOBDIR) -------------------------------------------------
 
-    def snapshot(self) -> tuple[dict, Iterator[list]]:
+    def snapshot(self, *, leased_as_pending: bool = False) -> tuple[dict, Iterator[list]]:
         """``(header, records)``: the whole store as JSON-able data, dividends
-        settled. Open leases are not included: give them back first."""
-        if self._leases:
+        settled. Open leases are not included: give them back first, or with
+        ``leased_as_pending`` write each leased account as the pending account
+        it was before it was taken (its lease's cash back in it), as if the
+        lease had been given back (a journal then takes it again)."""
+        if self._leases and not leased_as_pending:
             raise RuntimeError("snapshot with open leases: requeue them first")
+        leases = self._leases
         t = self._totals
         header = {
             "lambda_targets": self.lambda_targets,
@@ -438,10 +442,15 @@ class MemoryStore(FrontierStore):
 
         def records() -> Iterator[list]:
             for url, acc in self._accounts.items():
+                state = acc.state
+                cash = self._effective_cash(acc)
+                if state == LEASED:
+                    state = PENDING
+                    cash += leases[url][1]
                 yield [
                     url,
-                    acc.state,
-                    self._effective_cash(acc),
+                    state,
+                    cash,
                     acc.history,
                     acc.last_visit,
                     acc.visits,

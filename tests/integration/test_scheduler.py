@@ -211,8 +211,10 @@ def test_jobdir_survives_a_crash_without_close(tmp_path):
     leased = [scheduler.next_request() for _ in range(3)]
     scheduler.frontier.visit(_html(leased[0]), [Request("http://h.example/found")])
     injected = scheduler.frontier.engine.totals().injected
-    # Simulate the kill: drop the objects without closing anything.
+    # Simulate the kill: drop the objects without closing anything (the
+    # operating system releases a dead process's lock).
     scheduler.frontier.store._journal.close()
+    scheduler.frontier.store._lock.release()
 
     again, crawler = make_scheduler(settings)
     totals = again.frontier.engine.totals()
@@ -231,6 +233,7 @@ def test_torn_journal_line_is_dropped(tmp_path):
     journal = scheduler.frontier.store._journal
     journal.write('["inject",["http://h.example/torn","h.example",0,nu')  # killed mid-write
     journal.close()
+    scheduler.frontier.store._lock.release()
     again, _ = make_scheduler(settings)
     assert len(again) == 5
     assert again.frontier.engine.conservation_error() < 1e-12

@@ -284,6 +284,7 @@ def test_journal_replay_rebuilds_link_memory(tmp_path, targets):
     assert store.totals().virtual_visits > 0
     expected = books(store)
     store._journal.close()  # a crash: no snapshot, the journal alone
+    store._lock.release()
     replayed = JournaledStore(tmp_path / "job", targets)
     assert replayed.replayed > 0
     assert books(replayed) == expected

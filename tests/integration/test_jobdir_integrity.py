@@ -1,0 +1,326 @@
+"""A damaged or shared JOBDIR: never a silent restart, never two crawls
+mixed, one process per JOBDIR (issue 13).
+
+Most cases damage the JOBDIR of a real crawl (stopped with
+``CLOSESPIDER_PAGECOUNT`` or killed), then resume it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from scrapy_aopic.store.base import Link
+from scrapy_aopic.store.journal import JobdirError, JobdirInUse, JournaledStore, load_jobdir
+from tests.integration.test_crawl import finish, start_crawl
+from tests.support.localsite import LocalSite
+
+
+def crawl(tmp_path, name, site, jobdir, **settings):
+    """A real crawl of ``site`` with ``jobdir``; its report and its log."""
+    process, out = start_crawl(tmp_path, name, [site.base + "/p0"], {
+        "JOBDIR": str(jobdir), "RETRY_TIMES": 0, "DOWNLOAD_TIMEOUT": 2, **settings})
+    process.wait(timeout=120)
+    log = (tmp_path / f"{name}.log").read_text()
+    report = json.loads(out.read_text()) if out.exists() else {"stats": {}}
+    return report["stats"], log
+
+
+@pytest.fixture
+def stopped_crawl(tmp_path):
+    """A site and the JOBDIR of a crawl of it stopped after 30 pages."""
+    with LocalSite(pages=120) as site:
+        jobdir = tmp_path / "job"
+        stats, _ = crawl(tmp_path, "first", site, jobdir, CLOSESPIDER_PAGECOUNT=30)
+        assert stats["aopic/pages_visited"] >= 20
+        yield site, jobdir
+
+
+def files(jobdir: Path, pattern: str) -> list[Path]:
+    return sorted((jobdir / "aopic").glob(pattern))
+
+
+def books(stats) -> float:
+    return stats["aopic/conservation_error"] / max(1.0, stats["aopic/cash_injected_total"])
+
+
+# -- 1. a lost snapshot, an orphan journal: a clear stop, never a restart from zero ----------
+
+
+def test_a_lost_snapshot_stops_the_crawl_with_the_way_out(tmp_path, stopped_crawl):
+    site, jobdir = stopped_crawl
+    for snapshot in files(jobdir, "snapshot.*.jsonl"):
+        snapshot.unlink()
+    journal = files(jobdir, "journal.*.jsonl")
+    stats, log = crawl(tmp_path, "resumed", site, jobdir)
+    assert "but no snapshot" in log and journal[0].name in log
+    assert "AOPIC_JOBDIR_RECOVERY=fresh" in log
+    assert not stats.get("aopic/pages_visited")  # nothing crawled from zero
+    assert files(jobdir, "journal.*.jsonl") == journal  # nothing appended or deleted
+    # The way out: the damaged files go aside, the crawl starts afresh and is
+    # one crawl (no entries of the old one mixed in).
+    stats, log = crawl(tmp_path, "fresh", site, jobdir, AOPIC_JOBDIR_RECOVERY="fresh")
+    assert stats["aopic/jobdir/recovered/fresh"] == 1
+    assert stats["aopic/cash_injected_total"] == 1.0 and books(stats) <= 1e-9
+    assert list((jobdir / "aopic").glob("damaged-*/journal.*.jsonl"))
+    stats, _ = crawl(tmp_path, "again", site, jobdir)
+    assert stats["aopic/cash_injected_total"] == 1.0 and books(stats) <= 1e-9
+
+
+def test_a_journal_newer_than_the_snapshot_is_not_replayed(tmp_path, stopped_crawl):
+    site, jobdir = stopped_crawl
+    (snapshot,) = files(jobdir, "snapshot.*.jsonl")
+    generation = int(snapshot.name.split(".")[1])
+    orphan = jobdir / "aopic" / f"journal.{generation + 1}.jsonl"
+    orphan.write_text('{"journal":{"crawl":"another","generation":%d}}\n["lambda"]\n' % (generation + 1))
+    stats, log = crawl(tmp_path, "resumed", site, jobdir)
+    assert orphan.name in log and "newer than the newest snapshot" in log
+    assert not stats.get("aopic/pages_visited")
+
+
+def test_a_journal_of_another_crawl_is_refused(tmp_path, stopped_crawl):
+    site, jobdir = stopped_crawl
+    (journal,) = files(jobdir, "journal.*.jsonl")
+    lines = journal.read_text().splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["journal"]["crawl"] = "someone-else"
+    journal.write_text(json.dumps(header) + "\n" + "".join(lines[1:]))
+    stats, log = crawl(tmp_path, "resumed", site, jobdir)
+    assert "two crawls' files are mixed" in log and journal.name in log
+    assert not stats.get("aopic/pages_visited")
+
+
+# -- 2. a torn last line, whatever bytes it holds -------------------------------------------
+
+
+def test_a_torn_multibyte_character_at_the_end_is_dropped(tmp_path):
+    store = JournaledStore(tmp_path / "aopic")
+    store.inject(Link("http://a.example/", "a.example", 0), 1.0)
+    store._journal.flush()
+    store._journal.close()
+    store._lock.release()
+    journal = files(tmp_path, "journal.*.jsonl")[0]
+    entry = json.dumps(["inject", ["http://a.example/ünïcödé", "a.example", 0, {"meta": {"k": "日本語"}}], 1.0],
+                       ensure_ascii=False).encode("utf-8")
+    with journal.open("ab") as out:
+        out.write(entry[: entry.index("日".encode()) + 1])  # killed inside a character
+    again = JournaledStore(tmp_path / "aopic")
+    assert again.totals().injected == 1.0 and again.totals().known == 1
+    again.close()
+
+
+# -- 3. a damaged snapshot is detected when it is read --------------------------------------
+
+
+def _truncate_at_line(path: Path) -> None:
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[: len(lines) * 2 // 3]))
+
+
+def _truncate_mid_line(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _garbage(path: Path) -> None:
+    path.write_bytes(os.urandom(2000))
+
+
+def _bad_header(path: Path) -> None:
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b'{"hello": 1}\n' + b"".join(lines[1:]))
+
+
+def _edited(path: Path) -> None:
+    lines = path.read_bytes().splitlines(keepends=True)
+    record = json.loads(lines[2])
+    record[2] = record[2] + 5.0  # cash out of nowhere
+    lines[2] = (json.dumps(record) + "\n").encode()
+    path.write_bytes(b"".join(lines))
+
+
+@pytest.mark.parametrize("damage", [_truncate_at_line, _truncate_mid_line, _garbage, _bad_header, _edited])
+def test_a_damaged_snapshot_is_refused_by_name(tmp_path, stopped_crawl, damage):
+    site, jobdir = stopped_crawl
+    (snapshot,) = files(jobdir, "snapshot.*.jsonl")
+    damage(snapshot)
+    stats, log = crawl(tmp_path, "resumed", site, jobdir)
+    assert f"snapshot {snapshot} is damaged" in log, log[-2000:]
+    assert "AOPIC_JOBDIR_RECOVERY" in log
+    assert not stats.get("aopic/pages_visited")
+    assert "Traceback" not in log.split("is damaged")[0][-300:]  # the message comes first
+
+
+def test_salvage_keeps_what_can_be_read_and_balances_the_books(tmp_path, stopped_crawl):
+    site, jobdir = stopped_crawl
+    (snapshot,) = files(jobdir, "snapshot.*.jsonl")
+    _truncate_at_line(snapshot)
+    stats, log = crawl(tmp_path, "salvaged", site, jobdir, AOPIC_JOBDIR_RECOVERY="salvage")
+    assert "salvaged JOBDIR" in log and stats["aopic/jobdir/recovered/salvage"] == 1
+    assert books(stats) <= 1e-9
+    assert stats["aopic/cash_injected_total"] < 1.0  # the lost part is said, not hidden
+
+
+# -- 4. a corrupt journal line: the state before it kept, the file kept, the loss said -------
+
+
+def test_a_corrupt_journal_line_is_kept_and_reported(tmp_path, caplog):
+    store = JournaledStore(tmp_path / "aopic")
+    for i in range(6):
+        store.inject(Link(f"http://a.example/{i}", "a.example", 0), 1.0)
+    lease = store.pop(lambda host: True)
+    store._journal.close()
+    store._lock.release()
+    journal = files(tmp_path, "journal.*.jsonl")[0]
+    lines = journal.read_text().splitlines(keepends=True)
+    lines.insert(4, "this is not json\n")  # after the header and three injects
+    journal.write_text("".join(lines))
+    with caplog.at_level(logging.ERROR):
+        again = JournaledStore(tmp_path / "aopic")
+    assert again.totals().injected == 3.0 and again.totals().known == 3
+    accounts, lambda_cash, in_flight, injected = again.recount()
+    assert abs(accounts + lambda_cash + in_flight - injected) < 1e-12
+    assert again.entries_lost == 5  # the bad line, three injects, the take
+    corrupt = journal.with_name(journal.name + ".corrupt")
+    assert corrupt.exists()
+    message = " ".join(r.getMessage() for r in caplog.records)
+    assert "line 5" in message and "5 entries" in message and lease.url in message
+    again.close()
+    assert corrupt.exists()  # not deleted by the next generation
+
+
+# -- 5. one process per JOBDIR ---------------------------------------------------------------
+
+
+def test_a_second_store_on_a_live_jobdir_is_refused(tmp_path):
+    first = JournaledStore(tmp_path / "aopic")
+    with pytest.raises(JobdirInUse, match=f"pid {os.getpid()}"):
+        JournaledStore(tmp_path / "aopic")
+    first.close()
+    JournaledStore(tmp_path / "aopic").close()  # free again after close
+
+
+def test_a_second_crawl_on_a_live_jobdir_stops_and_leaves_the_first_alone(tmp_path):
+    with LocalSite(pages=200, delay=0.02) as site:
+        jobdir = tmp_path / "job"
+        first, out = start_crawl(tmp_path, "first", [site.base + "/p0"],
+                                 {"JOBDIR": str(jobdir), "CONCURRENT_REQUESTS": 2, "RETRY_TIMES": 0})
+        deadline = time.monotonic() + 60
+        while sum(site.hits.values()) < 20:
+            assert first.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        stats, log = crawl(tmp_path, "second", site, jobdir)
+        assert "is in use by pid" in log and not stats.get("aopic/pages_visited")
+        report = finish(first, out)
+        reachable = site.reachable_pages()
+        hits = dict(site.hits)
+    assert all(hits.get(p, 0) == 1 for p in reachable)
+    assert books(report["stats"]) <= 1e-9
+
+
+# -- 6. non-finite numbers ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_non_finite_number_in_the_journal_is_a_corrupt_line(tmp_path, number, caplog):
+    store = JournaledStore(tmp_path / "aopic")
+    store.inject(Link("http://a.example/", "a.example", 0), 1.0)
+    store._journal.write(f'["inject",["http://a.example/x","a.example",0,null],{number}]\n')
+    store._journal.close()
+    store._lock.release()
+    with caplog.at_level(logging.ERROR):
+        again = JournaledStore(tmp_path / "aopic")
+    assert again.totals().injected == 1.0
+    assert "line 3" in " ".join(r.getMessage() for r in caplog.records)
+    again.close()
+    assert not list((tmp_path / "aopic").glob("*.tmp"))
+
+
+# -- 7. the journal rolls over: resume time stays bounded ----------------------------------------
+
+
+def test_the_journal_rolls_and_a_resume_replays_at_most_one_roll(tmp_path):
+    store = JournaledStore(tmp_path / "aopic", roll_entries=50)
+    for i in range(10):
+        store.inject(Link(f"http://a.example/{i}", "a.example", 0), 1.0)
+    leases = []
+    for _ in range(200):  # a long crawl: take, settle, keep 2 in flight
+        lease = store.pop(lambda host: True)
+        if lease is None:
+            break
+        leases.append(lease)
+        if len(leases) > 2:
+            done = leases.pop(0)
+            store.settle_visit(done.url, done.lease_id, done.cash, 0.0, [])
+            store.register(Link(f"http://a.example/n{len(leases)}{done.url[-2:]}", "a.example", 1))
+        store.inject(Link(f"http://b.example/{_}", "b.example", 0), 1.0)
+    generation = store._generation
+    assert generation >= 3  # it rolled (at least twice after the first snapshot)
+    in_flight = len(store.open_leases())
+    store._journal.close()
+    store._lock.release()  # killed
+    again = JournaledStore(tmp_path / "aopic", roll_entries=50)
+    assert again.replayed <= max(50, 2 * again.totals().known) + in_flight + 1
+    assert again.requeued_on_open == in_flight
+    accounts, lambda_cash, in_flight_cash, injected = again.recount()
+    assert abs(accounts + lambda_cash + in_flight_cash - injected) < 1e-9
+    assert injected == store.totals().injected
+    again.close()
+
+
+def test_a_tool_reading_a_jobdir_changes_nothing(tmp_path):
+    store = JournaledStore(tmp_path / "aopic")
+    store.inject(Link("http://a.example/", "a.example", 0), 1.0)
+    store._journal.write("garbage\n")
+    store._journal.flush()
+    before = sorted(p.name for p in (tmp_path / "aopic").iterdir())
+    assert load_jobdir(tmp_path / "aopic").totals().injected == 1.0  # while it runs
+    assert sorted(p.name for p in (tmp_path / "aopic").iterdir()) == before
+    store._journal.close()
+    store._lock.release()
+
+
+# -- kills at random moments, many times in a row ------------------------------------------------
+
+
+def test_killed_again_and_again_then_finished(tmp_path):
+    """Killed with SIGKILL at random moments — in mid-crawl, in mid-snapshot
+    (the journal rolls every 40 changes), in mid-resume — then crawled to
+    the end: every reachable page fetched, re-fetches no more than what was
+    in flight at each kill, the books balanced."""
+    rng = random.Random(13)
+    concurrency = 3
+    jobdir = tmp_path / "job"
+    settings = {"JOBDIR": str(jobdir), "CONCURRENT_REQUESTS": concurrency, "RETRY_TIMES": 0,
+                "DOWNLOAD_TIMEOUT": 2, "AOPIC_JOURNAL_ROLL_ENTRIES": 40}
+    kills = 0
+    with LocalSite(pages=400, delay=0.05, slow_seconds=1.0) as site:
+        seeds = [site.base + "/p0"]
+        for round_ in range(7):
+            process, _ = start_crawl(tmp_path, f"killed{round_}", seeds, settings)
+            time.sleep(rng.uniform(0.05, 0.6) if round_ % 3 == 2 else rng.uniform(0.8, 2.5))
+            if process.poll() is None:
+                os.kill(process.pid, signal.SIGKILL)
+                kills += 1
+            process.wait()
+        process, out = start_crawl(tmp_path, "last", seeds, settings)
+        report = finish(process, out)
+        hits = dict(site.hits)
+        reachable = site.reachable_pages()
+    stats = report["stats"]
+    assert kills >= 5
+    assert all(hits.get(p, 0) >= 1 for p in reachable)
+    twice = sum(hits.get(p, 0) - 1 for p in reachable)
+    assert twice <= kills * 2 * concurrency, (twice, kills)
+    assert stats["aopic/cash_injected_total"] == 1.0
+    assert books(stats) <= 1e-9
+    assert not list((jobdir / "aopic").glob("*.corrupt"))
