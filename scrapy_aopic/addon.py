@@ -61,11 +61,13 @@ class Addon:
         from .middlewares.simhash import SimhashDedupMiddleware
 
         settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", SimhashDedupMiddleware, 545)
-        # Re-crawl (AOPIC_RECRAWL; off by default: it raises NotConfigured):
-        # conditional requests and change detection, just inside the dedup.
-        from .middlewares.recrawl import RecrawlMiddleware
+        # Re-crawl, only when it is on (a disabled middleware would say so
+        # in a warning on every run): conditional requests and change
+        # detection, just inside the dedup.
+        if settings.getbool("AOPIC_RECRAWL"):
+            from .middlewares.recrawl import RecrawlMiddleware
 
-        settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", RecrawlMiddleware, 540)
+            settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", RecrawlMiddleware, 540)
         settings.set_in_component_priority_dict("EXTENSIONS", AopicLogStats, 0)
         settings.set_in_component_priority_dict("EXTENSIONS", GraphExport, 0)
         settings.set_in_component_priority_dict("EXTENSIONS", AopicReport, 0)

@@ -25,6 +25,7 @@ import csv
 import itertools
 import json
 import math
+import os
 import sys
 from collections import Counter
 from pathlib import Path
@@ -249,8 +250,8 @@ class AopicCommand(ScrapyCommand):
             argv += ["--out", opts.output]
         try:
             from .sim.__main__ import main as simulate
-        except ImportError as exc:
-            raise CommandError(f"replay needs {exc.name or exc}: pip install \"scrapy-aopic[bench]\"") from None
+        except ImportError as exc:  # numpy, scipy: the plot alone also wants matplotlib
+            raise CommandError(f"replay needs {exc.name or exc}: pip install \"scrapy-aopic[replay]\"") from None
         try:
             status = simulate(["replay", *argv])
         except SystemExit as exc:  # an argparse error inside the simulator
@@ -266,7 +267,7 @@ def spider_settings(settings: Settings, spider_name: str | None) -> Settings:
     merged = settings.copy()
     if spider_name is None:
         return merged
-    from scrapy.spiderloader import get_spider_loader
+    from .compat import get_spider_loader
 
     try:
         loader = get_spider_loader(settings)
@@ -304,7 +305,46 @@ def open_frontier(
         return open_redis_frontier(merged, spider_name, redis_key)
     if backend != "memory":
         raise CommandError(f"AOPIC_BACKEND must be 'memory' or 'redis', got {backend!r}")
-    return open_jobdir_frontier(jobdir or merged.get("JOBDIR"))
+    return open_jobdir_frontier(jobdir or merged.get("JOBDIR") or remembered_jobdir(spider_name))
+
+
+#: File in the project's data directory (``.scrapy/``) where each crawl with
+#: a ``JOBDIR`` notes it under its spider's name, so that ``scrapy aopic top
+#: SPIDER`` right after ``scrapy crawl SPIDER -s JOBDIR=...`` finds it.
+JOBDIRS_FILE = "aopic-jobdirs.json"
+
+
+def remember_jobdir(spider_name: str, jobdir: str) -> None:
+    """Note ``jobdir`` as the last ``JOBDIR`` of ``spider_name`` (in a
+    Scrapy project; elsewhere nothing is written)."""
+    from scrapy.utils.project import data_path, inside_project
+
+    if not inside_project():
+        return
+    path = Path(data_path(JOBDIRS_FILE, createdir=True))
+    known = _read_jobdirs(path)
+    known[spider_name] = str(Path(jobdir).resolve())
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(known, indent=1, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def remembered_jobdir(spider_name: str | None) -> str | None:
+    """The ``JOBDIR`` the last crawl of ``spider_name`` ran with, if noted."""
+    from scrapy.utils.project import data_path, inside_project
+
+    if spider_name is None or not inside_project():
+        return None
+    jobdir = _read_jobdirs(Path(data_path(JOBDIRS_FILE))).get(spider_name)
+    return jobdir if isinstance(jobdir, str) else None
+
+
+def _read_jobdirs(path: Path) -> dict:
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
 
 
 def open_jobdir_frontier(jobdir: str | None) -> FrontierView:
@@ -313,7 +353,8 @@ def open_jobdir_frontier(jobdir: str | None) -> FrontierView:
 
     if not jobdir:
         raise CommandError(
-            "no JOBDIR: pass --jobdir DIR or -s JOBDIR=DIR (the directory the crawl ran with)"
+            "no JOBDIR: pass --jobdir DIR or -s JOBDIR=DIR (the directory the crawl ran with; "
+            "a crawl run in this project with -s JOBDIR=... is remembered by spider name)"
         )
     root = Path(jobdir)
     if not root.is_dir():
@@ -326,7 +367,7 @@ def open_jobdir_frontier(jobdir: str | None) -> FrontierView:
         )
     try:
         store = load_jobdir(directory)
-    except (OSError, ValueError, KeyError, StopIteration) as exc:
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:  # JobdirError is a RuntimeError
         raise CommandError(f"cannot read the frontier in {directory}: {exc}") from None
     return FrontierView(store, f"JOBDIR {root}", read_crawl_stats(root))
 

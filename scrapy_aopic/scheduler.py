@@ -240,7 +240,7 @@ class SharedCrawl:
         self._task = None
 
     def start(self) -> None:
-        from scrapy.utils.asyncio import create_looping_call
+        from .compat import create_looping_call
 
         self.crawler.signals.connect(self.spider_idle, signal=signals.spider_idle)
         try:

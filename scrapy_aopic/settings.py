@@ -495,3 +495,17 @@ def effective_history_window(settings: Any) -> float | None:
     if window is None and recrawl_enabled(settings):
         window = get_optional_float(settings, "AOPIC_RECRAWL_HISTORY_WINDOW")
     return window
+
+
+def unknown_names(settings: Any) -> dict[str, str | None]:
+    """``AOPIC_*`` names set in ``settings`` that no setting has, each with
+    the closest documented name (or ``None``): a misspelt setting is
+    otherwise silently ignored."""
+    import difflib
+
+    unknown = {}
+    for name in settings:
+        if isinstance(name, str) and name.startswith("AOPIC_") and name not in SETTINGS:
+            close = difflib.get_close_matches(name, SETTINGS, n=1, cutoff=0.75)
+            unknown[name] = close[0] if close else None
+    return unknown

@@ -27,6 +27,21 @@ def redis_server(tmp_path_factory):
     server.stop()
 
 
+def pytest_configure(config):
+    # Scrapy 2.13's get_crawler() needs an installed reactor; later releases
+    # need none (and a reactor installed here would be the wrong one for a
+    # CrawlerProcess started in a test). Detected by trying.
+    from scrapy.utils.reactor import install_reactor, is_reactor_installed
+    from scrapy.utils.test import get_crawler
+
+    if is_reactor_installed():
+        return
+    try:
+        get_crawler()
+    except RuntimeError:
+        install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+
+
 _prefixes = itertools.count()
 
 

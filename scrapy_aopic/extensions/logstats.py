@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.asyncio import create_looping_call
 
 from .. import settings as aopic_settings
+from ..compat import create_looping_call
 from ..frontier import Frontier
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class AopicLogStats:
         rate = (pages - self._pages_before) * 60.0 / self.interval
         self._pages_before = pages
         refused = sum(v for k, v in stats.items() if k.startswith("aopic/refused/"))
-        traps = sum(v for k, v in stats.items() if k.startswith("aopic/trap/"))
+        traps = sum(v for k, v in stats.items() if k.startswith(("aopic/refused/trap/", "aopic/failed/trap/")))
         duplicates = stats.get("aopic/duplicates/exact", 0) + stats.get("aopic/duplicates/near", 0)
         richest = frontier.store.peek()
         richest_text = f"{richest[0]} ({richest[1]:.4g})" if richest else "-"

@@ -43,9 +43,9 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.asyncio import create_looping_call
 
 from .. import settings as aopic_settings
+from ..compat import create_looping_call
 from .. import signals as aopic_signals
 from ..frontier import Frontier
 from ..store.base import ALIAS, STATE_NAMES

@@ -120,6 +120,13 @@ class Frontier:
         self._handed_out = 0
         self._handed_out_lane = 0
         self._warned: set[str] = set()
+        unknown = aopic_settings.unknown_names(settings)
+        if unknown:
+            self.stats.set_value("aopic/unknown_settings", len(unknown))
+            logger.warning(
+                "aopic: unknown settings ignored: %s (the documented ones are in docs/settings.md)",
+                ", ".join(f"{name} (did you mean {close}?)" if close else name for name, close in unknown.items()),
+            )
         # Validate early: a bad setting should stop the crawl before it starts.
         AopicEngine(MemoryStore(self.lambda_targets), lambda_tax=self.lambda_tax,
                     history_window=self.history_window, seed_cash=self.seed_cash)
@@ -187,6 +194,13 @@ class Frontier:
             if self.store.recovered:
                 self.stats.set_value(f"aopic/jobdir/recovered/{self.store.recovered}", 1)
         self._load_lane()
+        if self.jobdir and getattr(spider, "name", None):
+            from ..commands import remember_jobdir  # `scrapy aopic top SPIDER` finds it
+
+            try:
+                remember_jobdir(spider.name, self.jobdir)
+            except OSError as exc:
+                logger.info("aopic: could not note the JOBDIR for scrapy aopic: %s", exc)
 
     def _build_store(self, spider) -> FrontierStore:
         if self.backend == "memory":
@@ -565,7 +579,7 @@ class Frontier:
             return False
         return self.ledger.fail(lease, reason, refuse=refuse)
 
-    def transfer(self, request: Request, target_url: str, stat: str = "aliased") -> bool:
+    def transfer(self, request: Request, target_url: str, stat: str | None = "aliased") -> bool:
         """``request``'s URL is another name of ``target_url`` (canonical):
         its cash, and future credit, go to the target's account."""
         lease = self.lease_of(request)
@@ -773,7 +787,6 @@ class Frontier:
         stats.set_value("aopic/history_sum", t.history_sum)
         stats.set_value("aopic/in_flight_cash", t.in_flight)
         stats.set_value("aopic/cash_injected_total", t.injected)
-        stats.set_value("aopic/lambda_visits_total", t.lambda_visits)
 
     def export_importance(self, path: str | os.PathLike) -> Path:
         """Write the importance ranking as JSON Lines, most important first."""

@@ -107,11 +107,11 @@ class Ledger:
 
     # -- settlements ----------------------------------------------------------------
 
-    def _settle(self, lease: Lease, action: Callable[[Lease], bool], stat: str) -> bool:
+    def _settle(self, lease: Lease, action: Callable[[Lease], bool], stat: str | None) -> bool:
         self._leases.pop(lease.lease_id, None)
         self._watches.pop(lease.lease_id, None)
         done = action(lease)
-        if done:
+        if done and stat:
             self.stats.inc_value(f"aopic/{stat}")
         return done
 
@@ -128,8 +128,9 @@ class Ledger:
             self.stats.inc_value("aopic/cash_to_lambda_failed", lease.cash)
         return done
 
-    def transfer(self, lease: Lease, target: Link, stat: str) -> bool:
-        """The cash (and future credit) of ``lease`` goes to ``target``."""
+    def transfer(self, lease: Lease, target: Link, stat: str | None) -> bool:
+        """The cash (and future credit) of ``lease`` goes to ``target``
+        (``stat``: counted as ``aopic/<stat>``; ``None``: the caller counts)."""
         return self._settle(lease, lambda l: self.engine.transfer(l, target), stat)
 
     def requeue(self, lease: Lease, stat: str) -> bool:

@@ -8,7 +8,8 @@ fetched inside one; these limits are the hard stop, applied before a link
 gets a share (it then never enters the frontier) and again before a fetch.
 
 Each rule has its own limit (0 = off) and its own name, used in the
-refusal reason ``trap/<rule>`` and the stats ``aopic/trap/<rule>``:
+refusal reason ``trap/<rule>`` (stats ``aopic/refused/trap/<rule>`` for links,
+``aopic/failed/trap/<rule>`` for requests refused at fetch time):
 
 =====================  ==========================================  =======
 rule                   refuses a URL when                          default

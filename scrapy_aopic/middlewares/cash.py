@@ -10,6 +10,7 @@ from scrapy import Request
 from ..frontier import Frontier
 
 if TYPE_CHECKING:
+    from scrapy import Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
@@ -37,7 +38,7 @@ class CashMiddleware:
         return cls(Frontier.from_crawler(crawler))
 
     def process_spider_output(
-        self, response: Response, result: Iterable[Any]
+        self, response: Response, result: Iterable[Any], spider: Spider | None = None
     ) -> Iterator[Any]:
         requests: list[Request] = []
         try:
@@ -51,7 +52,7 @@ class CashMiddleware:
         yield from passed
 
     async def process_spider_output_async(
-        self, response: Response, result: AsyncIterator[Any]
+        self, response: Response, result: AsyncIterator[Any], spider: Spider | None = None
     ) -> AsyncIterator[Any]:
         requests: list[Request] = []
         try:

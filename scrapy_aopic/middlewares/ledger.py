@@ -9,7 +9,7 @@ from scrapy.exceptions import IgnoreRequest
 from ..frontier import Frontier
 
 if TYPE_CHECKING:
-    from scrapy import Request
+    from scrapy import Request, Spider
     from scrapy.crawler import Crawler
 
 
@@ -31,7 +31,7 @@ class CashLedgerMiddleware:
     def from_crawler(cls, crawler: Crawler) -> CashLedgerMiddleware:
         return cls(Frontier.from_crawler(crawler))
 
-    def process_exception(self, request: Request, exception: Exception) -> None:
+    def process_exception(self, request: Request, exception: Exception, spider: Spider | None = None) -> None:
         if isinstance(exception, IgnoreRequest):
             reason = "ignored"
         else:

@@ -10,7 +10,7 @@ from ..frontier import Frontier
 from ..meta import KEY
 
 if TYPE_CHECKING:
-    from scrapy import Request
+    from scrapy import Request, Spider
     from scrapy.crawler import Crawler
 
 
@@ -45,7 +45,7 @@ class UrlNormalizeMiddleware:
     def from_crawler(cls, crawler: Crawler) -> UrlNormalizeMiddleware:
         return cls(Frontier.from_crawler(crawler), crawler.stats)
 
-    def process_request(self, request: Request) -> None:
+    def process_request(self, request: Request, spider: Spider | None = None) -> None:
         frontier = self.frontier
         lease = frontier.lease_of(request)
         if lease is None:

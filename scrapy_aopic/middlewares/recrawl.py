@@ -12,7 +12,7 @@ from ..recrawl.change import is_not_modified
 from ..recrawl.hook import RecrawlHook
 
 if TYPE_CHECKING:
-    from scrapy import Request
+    from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
@@ -51,7 +51,7 @@ class RecrawlMiddleware:
     def _key(request: Request) -> str | None:
         return request.meta.get(KEY)
 
-    def process_request(self, request: Request) -> None:
+    def process_request(self, request: Request, spider: Spider | None = None) -> None:
         key = self._key(request)
         if key is None:
             return None
@@ -65,7 +65,7 @@ class RecrawlMiddleware:
             self.hook._inc("aopic/recrawl/conditional_requests")
         return None
 
-    def process_response(self, request: Request, response: Response) -> Response:
+    def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Response:
         key = self._key(request)
         if key is None:
             return response
@@ -86,7 +86,7 @@ class RecrawlMiddleware:
             self.hook.record_failure(key, self._host(request))
         return response
 
-    def process_exception(self, request: Request, exception: Exception) -> None:
+    def process_exception(self, request: Request, exception: Exception, spider: Spider | None = None) -> None:
         key = self._key(request)
         if key is not None and not isinstance(exception, IgnoreRequest):
             self.hook.record_failure(key, self._host(request))

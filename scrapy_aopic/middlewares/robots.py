@@ -24,15 +24,15 @@ import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from scrapy import signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 
 from .. import settings as aopic_settings
 from ..hygiene.domains import netloc_of
+from ..compat import ROBOTS_PARSED
 from ..frontier import Frontier
 
 if TYPE_CHECKING:
-    from scrapy import Request
+    from scrapy import Request, Spider
     from scrapy.crawler import Crawler
     from scrapy.robotstxt import RobotParser
 
@@ -112,7 +112,16 @@ class RobotsCashMiddleware:
         self.rules = RobotsRules(agent, fallback=self._scrapy_parser)
         self._scrapy_middleware: Any = None
         frontier.link_filters.register(self.rules.link_filter)
-        crawler.signals.connect(self._robots_parsed, signal=signals.robots_parsed)
+        if ROBOTS_PARSED is not None:
+            crawler.signals.connect(self._robots_parsed, signal=ROBOTS_PARSED)
+        else:
+            # Older Scrapy: rules are read from its RobotsTxtMiddleware as it
+            # parses them (the fallback above); Crawl-delay needs the signal.
+            logger.info(
+                "aopic: this Scrapy has no robots_parsed signal (Scrapy 2.18+): robots.txt rules "
+                "still guide cash, but Crawl-delay is not applied (AOPIC_ROBOTS_MAX_CRAWL_DELAY ignored)"
+            )
+            self.stats.set_value("aopic/robots/crawl_delay_unsupported", 1)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RobotsCashMiddleware:
@@ -177,7 +186,7 @@ class RobotsCashMiddleware:
 
     # -- refusals at fetch time ---------------------------------------------------
 
-    def process_exception(self, request: Request, exception: Exception) -> None:
+    def process_exception(self, request: Request, exception: Exception, spider: Spider | None = None) -> None:
         if isinstance(exception, IgnoreRequest) and str(exception) == FORBIDDEN_MESSAGE:
             self.frontier.fail(request, "robots", refuse=True)
         return None

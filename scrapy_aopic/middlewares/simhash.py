@@ -94,8 +94,7 @@ class SimhashDedupMiddleware:
     chain of small changes cannot drift away from the original.
 
     For a duplicate, the request's cash goes to the original's account and
-    its URL becomes an alias of it (``frontier.transfer``, stats
-    ``aopic/exact_duplicate`` / ``aopic/near_duplicate``), it is counted in
+    its URL becomes an alias of it (``frontier.transfer``), it is counted in
     ``aopic/duplicates/exact`` or ``aopic/duplicates/near``, and then, by
     ``AOPIC_DUPLICATE_ACTION``, flagged in
     ``response.meta["aopic_duplicate_of"]`` (the frontier does not follow
@@ -155,7 +154,7 @@ class SimhashDedupMiddleware:
 
     # -- requests: refuse URLs of learned patterns --------------------------------
 
-    def process_request(self, request: Request) -> None:
+    def process_request(self, request: Request, spider: Spider | None = None) -> None:
         if self.patterns is None or request.meta.get(DEDUP) is False:
             return None
         if self.frontier.lease_of(request) is None:
@@ -170,7 +169,7 @@ class SimhashDedupMiddleware:
 
     # -- responses: fingerprint, compare, settle -----------------------------------
 
-    def process_response(self, request: Request, response: Response) -> Response:
+    def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Response:
         if (
             not isinstance(response, HtmlResponse)
             or not 200 <= response.status < 300
@@ -241,7 +240,7 @@ class SimhashDedupMiddleware:
     def _duplicate(self, request: Request, response: Response, key: str, original: str, kind: str):
         request.meta[DUPLICATE_OF] = original
         self.stats.inc_value(f"aopic/duplicates/{kind}")
-        self.frontier.transfer(request, original, f"{kind}_duplicate")
+        self.frontier.transfer(request, original, None)  # counted above
         logger.debug("aopic: %s is a%s duplicate of %s", key, "n exact" if kind == "exact" else " near", original)
         if self.patterns is not None:
             for pattern in self.patterns.record_duplicate(key, original):

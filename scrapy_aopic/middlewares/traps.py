@@ -10,7 +10,7 @@ from ..frontier import Frontier
 from ..hygiene.traps import TrapGuard, TrapLimits
 
 if TYPE_CHECKING:
-    from scrapy import Request
+    from scrapy import Request, Spider
     from scrapy.crawler import Crawler
 
 
@@ -28,7 +28,6 @@ class TrapGuardMiddleware:
       marked refused (``aopic/failed/trap/<rule>``), and dropped with
       :class:`~scrapy.exceptions.IgnoreRequest`.
 
-    Every refusal, at either point, also counts ``aopic/trap/<rule>``.
     Requests the frontier did not hand out (robots.txt, a spider's own
     ``engine.download``) pass untouched. The add-on puts it at 60: after
     Scrapy's offsite check (50) and before robots.txt (100), so a trapped
@@ -46,25 +45,19 @@ class TrapGuardMiddleware:
         limits = TrapLimits.from_settings(crawler.settings)
         return cls(Frontier.from_crawler(crawler), TrapGuard(limits), crawler.stats)
 
-    def _count(self, rule: str) -> None:
-        if self.stats is not None:
-            self.stats.inc_value(f"aopic/trap/{rule}")
-
     def link_filter(self, url: str, canonical: str, request: Request, depth: int) -> str | None:
         """Frontier link filter: ``"trap/<rule>"`` for a trapped URL."""
         rule = self.guard.rule(url, canonical, depth)
         if rule is None:
             return None
-        self._count(rule)
         return f"trap/{rule}"
 
-    def process_request(self, request: Request) -> None:
+    def process_request(self, request: Request, spider: Spider | None = None) -> None:
         lease = self.frontier.lease_of(request)
         if lease is None:
             return None
         rule = self.guard.rule(request.url, lease.url, lease.depth, fetching=True)
         if rule is None:
             return None
-        self._count(rule)
         self.frontier.fail(request, f"trap/{rule}", refuse=True)
         raise IgnoreRequest(f"aopic trap rule {rule}: {request.url}")

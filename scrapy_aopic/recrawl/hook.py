@@ -41,6 +41,7 @@ from scrapy import signals
 from scrapy.exceptions import DontCloseSpider
 
 from .. import settings as aopic_settings
+from ..compat import call_later
 from ..meta import RECRAWL_CHANGED, SIMHASH
 from ..settings import recrawl_enabled
 from .. import signals as aopic_signals
@@ -68,17 +69,6 @@ logger = logging.getLogger(__name__)
 STATE_FILE = "aopic-recrawl.json"
 
 _hooks: weakref.WeakKeyDictionary[Crawler, RecrawlHook] = weakref.WeakKeyDictionary()
-
-
-def _call_later(delay: float, func: Callable[[], None]):
-    """Run ``func`` after ``delay`` seconds on Scrapy's event loop."""
-    try:
-        from scrapy.utils.asyncio import call_later  # Scrapy >= 2.14
-    except ImportError:  # pragma: no cover - older Scrapy
-        from twisted.internet import reactor
-
-        return reactor.callLater(delay, func)
-    return call_later(delay, func)
 
 
 def planner_from_settings(settings) -> RecrawlPlanner:
@@ -404,7 +394,7 @@ class RecrawlHook:
         delay = wake - self.clock()
         if delay >= self.HEARTBEAT or self._timer is not None:
             return
-        self._timer = _call_later(max(0.0, delay), self._wake)
+        self._timer = call_later(max(0.0, delay), self._wake)
 
     def _wake(self) -> None:
         self._timer = None

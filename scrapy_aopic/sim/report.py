@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
 import numpy as np
 
 from .runner import Comparison
+
+logger = logging.getLogger(__name__)
 
 
 def _pct(x: float | None, digits: int = 1) -> str:
@@ -154,17 +157,22 @@ _COLOURS = {
     "omniscient": "#000000",
 }
 _ENGINE_COLOURS = ["#d62728", "#ff9896", "#9467bd", "#c5b0d5", "#e377c2", "#f7b6d2", "#17becf"]
+#: One marker per line (in plot order), so that no two lines look alike even
+#: where colours are close or repeat.
+_MARKERS = ["o", "s", "^", "v", "D", "P", "X", "*", "<", ">", "h", "p", "d", "8", "H", "1", "2", "3", "4"]
 
 
-def _style(run, engine_index: int) -> dict:
+def _style(run, engine_index: int, line_index: int) -> dict:
     """Line style of a policy: engine variants solid and thick, PageRank
-    variants dashed, other baselines dotted."""
+    variants dashed, other baselines dotted; every line its own marker."""
     if run.family == "reference":
-        return dict(color="black", linewidth=1.8)
-    if run.family == "aopic":
-        return dict(color=_ENGINE_COLOURS[engine_index % len(_ENGINE_COLOURS)], linewidth=1.8)
-    style = dict(color=_COLOURS.get(run.policy, "#aaaaaa"), linewidth=1.3)
-    style["linestyle"] = "--" if run.family == "pagerank" else ":"
+        style = dict(color="black", linewidth=1.8)
+    elif run.family == "aopic":
+        style = dict(color=_ENGINE_COLOURS[engine_index % len(_ENGINE_COLOURS)], linewidth=1.8)
+    else:
+        style = dict(color=_COLOURS.get(run.policy, "#aaaaaa"), linewidth=1.3)
+        style["linestyle"] = "--" if run.family == "pagerank" else ":"
+    style.update(marker=_MARKERS[line_index % len(_MARKERS)], markersize=4, markevery=0.1)
     return style
 
 
@@ -187,12 +195,12 @@ def plot(comparison: Comparison, path: str | Path, *, title: str | None = None) 
     ax1.plot(x, ideal_curve, color="black", linestyle="--", linewidth=1.5, label="ideal sort")
     ax2.axhline(1.0, color="black", linestyle="--", linewidth=1.0)
     engine_index = 0
-    for run in comparison.runs:
+    for line_index, run in enumerate(comparison.runs):
         curve = comparison.curve(run)
         if len(curve) == 0:
             continue
         y = curve[np.minimum(grid, len(curve)) - 1]
-        style = _style(run, engine_index)
+        style = _style(run, engine_index, line_index)
         engine_index += run.family == "aopic"
         ax1.plot(x, y, label=run.policy, **style)
         ax2.plot(x, y / ideal_curve, **style)
@@ -224,12 +232,16 @@ def write_outputs(comparison: Comparison, out_dir: str | Path, stem: str | None 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = stem or f"ordering-{comparison.graph.name}"
-    png = plot(comparison, out_dir / f"{stem}.png")
+    outputs: dict[str, Path] = {}
+    try:
+        outputs["png"] = plot(comparison, out_dir / f"{stem}.png")
+    except ImportError:  # the plot needs matplotlib (the [report] or [bench] extra); the tables do not
+        logger.warning("aopic: no plot written: it needs matplotlib (pip install \"scrapy-aopic[report]\")")
     md = out_dir / f"{stem}.md"
-    md.write_text(markdown_report(comparison, png.name))
+    md.write_text(markdown_report(comparison, outputs["png"].name if "png" in outputs else None))
     inc = out_dir / f"{stem}.inc"
     inc.write_text(rst_fragment(comparison))
-    return {"png": png, "markdown": md, "rst": inc}
+    return {**outputs, "markdown": md, "rst": inc}
 
 
 __all__ = [

@@ -249,7 +249,7 @@ def test_positive_priority_links_go_first_and_keep_their_cash():
 @pytest.mark.parametrize("name, value", [
     ("DUPEFILTER_CLASS", "scrapy_redis.dupefilter.RFPDupeFilter"),
     ("DEPTH_PRIORITY", 1),
-    ("SCHEDULER_PRIORITY_QUEUE", "scrapy.pqueues.ScrapyPriorityQueue"),
+    ("SCHEDULER_PRIORITY_QUEUE", "myproject.queues.CustomPriorityQueue"),
 ])
 def test_replaced_scheduler_settings_are_named_once(name, value, caplog):
     with caplog.at_level(logging.WARNING):

@@ -1,0 +1,55 @@
+"""What differs between the Scrapy releases scrapy-aopic supports (2.13 to
+the latest), detected by feature, never by version number.
+
+Each name here is the newest Scrapy's public API when it exists and a
+fallback with the same behaviour otherwise. Where an old release cannot do
+something at all, :data:`ROBOTS_PARSED` says so and the caller degrades with
+one log line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from scrapy import signals
+
+#: Scrapy 2.18+ sends ``robots_parsed`` when its RobotsTxtMiddleware has
+#: parsed a host's robots.txt.
+ROBOTS_PARSED: Any = getattr(signals, "robots_parsed", None)
+
+
+def create_looping_call(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """A looping call on Scrapy's event loop (``start(interval, now=...)``,
+    ``stop()``, ``running``)."""
+    try:
+        from scrapy.utils.asyncio import create_looping_call as create  # Scrapy >= 2.14
+    except ImportError:
+        from twisted.internet.task import LoopingCall
+
+        return LoopingCall(func, *args, **kwargs)
+    return create(func, *args, **kwargs)
+
+
+def call_later(delay: float, func: Callable[..., Any], *args: Any) -> Any:
+    """Run ``func`` after ``delay`` seconds on Scrapy's event loop; the
+    result has ``cancel()``."""
+    try:
+        from scrapy.utils.asyncio import call_later as later  # Scrapy >= 2.14
+    except ImportError:
+        from twisted.internet import reactor
+
+        return reactor.callLater(delay, func, *args)
+    return later(delay, func, *args)
+
+
+def get_spider_loader(settings: Any) -> Any:
+    """The project's spider loader."""
+    try:
+        from scrapy.spiderloader import get_spider_loader as get  # Scrapy >= 2.14
+    except ImportError:
+        from scrapy.utils.misc import load_object
+
+        loader_cls = load_object(settings["SPIDER_LOADER_CLASS"])
+        return loader_cls.from_settings(settings.frozencopy())
+    return get(settings)
