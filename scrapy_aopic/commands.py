@@ -308,10 +308,10 @@ def open_frontier(
     return open_jobdir_frontier(jobdir or merged.get("JOBDIR") or remembered_jobdir(spider_name))
 
 
-#: File in the project's data directory (``.scrapy/``) where each crawl with
-#: a ``JOBDIR`` notes it under its spider's name, so that ``scrapy aopic top
-#: SPIDER`` right after ``scrapy crawl SPIDER -s JOBDIR=...`` finds it.
-JOBDIRS_FILE = "aopic-jobdirs.json"
+#: File in the project's data directory (``.scrapy/aopic/``) where each crawl
+#: with a ``JOBDIR`` notes it under its spider's name, so that ``scrapy aopic
+#: top SPIDER`` right after ``scrapy crawl SPIDER -s JOBDIR=...`` finds it.
+JOBDIRS_FILE = "jobdirs.json"
 
 
 def remember_jobdir(spider_name: str, jobdir: str) -> None:
@@ -321,7 +321,7 @@ def remember_jobdir(spider_name: str, jobdir: str) -> None:
 
     if not inside_project():
         return
-    path = Path(data_path(JOBDIRS_FILE, createdir=True))
+    path = Path(data_path("aopic", createdir=True)) / JOBDIRS_FILE
     known = _read_jobdirs(path)
     known[spider_name] = str(Path(jobdir).resolve())
     tmp = path.with_name(path.name + ".tmp")
@@ -335,7 +335,7 @@ def remembered_jobdir(spider_name: str | None) -> str | None:
 
     if spider_name is None or not inside_project():
         return None
-    jobdir = _read_jobdirs(Path(data_path(JOBDIRS_FILE))).get(spider_name)
+    jobdir = _read_jobdirs(Path(data_path("aopic")) / JOBDIRS_FILE).get(spider_name)
     return jobdir if isinstance(jobdir, str) else None
 
 

@@ -509,3 +509,30 @@ def unknown_names(settings: Any) -> dict[str, str | None]:
             close = difflib.get_close_matches(name, SETTINGS, n=1, cutoff=0.75)
             unknown[name] = close[0] if close else None
     return unknown
+
+
+def markdown_reference() -> str:
+    """Every setting as a Markdown page (``docs/settings.md``, readable
+    without building the docs): ``python -m scrapy_aopic.settings``."""
+    lines = [
+        "# scrapy-aopic settings",
+        "",
+        "Generated from `scrapy_aopic/settings.py` by `python -m scrapy_aopic.settings > docs/settings.md`",
+        "(a test checks it is up to date). Set them in `settings.py`, a spider's `custom_settings`",
+        "or with `-s NAME=VALUE`; `None` means off (or the value described).",
+    ]
+    group = None
+    for setting in SETTINGS.values():
+        if setting.group != group:
+            group = setting.group
+            lines += ["", f"## {group}", "", "| setting | default | meaning |", "|---|---|---|"]
+        default = repr(setting.default)
+        if len(default) > 40:
+            default = default[:37] + "..."
+        doc = setting.doc.replace("|", "\\|")
+        lines.append(f"| `{setting.name}` | `{default}` | {doc} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown_reference(), end="")

@@ -71,7 +71,9 @@ def run_comparison(graph: Graph, out: Path, *, fractions, quick: bool, seed: int
     )
     paths = write_outputs(comparison, out)
     log(f"wrote {', '.join(str(p) for p in paths.values())}")
-    return markdown_report(comparison, paths["png"].name)
+    if "png" not in paths:
+        print('no plot written: it needs matplotlib (pip install "scrapy-aopic[report]")', file=sys.stderr)
+    return markdown_report(comparison, paths["png"].name if "png" in paths else None)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 import math
 from pathlib import Path
 
 import numpy as np
 
 from .runner import Comparison
-
-logger = logging.getLogger(__name__)
 
 
 def _pct(x: float | None, digits: int = 1) -> str:
@@ -236,7 +233,7 @@ def write_outputs(comparison: Comparison, out_dir: str | Path, stem: str | None 
     try:
         outputs["png"] = plot(comparison, out_dir / f"{stem}.png")
     except ImportError:  # the plot needs matplotlib (the [report] or [bench] extra); the tables do not
-        logger.warning("aopic: no plot written: it needs matplotlib (pip install \"scrapy-aopic[report]\")")
+        pass  # the caller sees there is no "png" and says so
     md = out_dir / f"{stem}.md"
     md.write_text(markdown_report(comparison, outputs["png"].name if "png" in outputs else None))
     inc = out_dir / f"{stem}.inc"

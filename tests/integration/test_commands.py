@@ -219,6 +219,15 @@ def test_top_lists_the_crawls_most_important_pages_in_order(crawl):
         assert math.isclose(got["importance"], want["importance"], rel_tol=1e-12)
 
 
+def test_top_after_the_quickstarts_crawl_finds_its_jobdir(crawl):
+    """The quickstart: ``scrapy crawl followall -s JOBDIR=...`` then
+    ``scrapy aopic top followall``, with no JOBDIR given the second time."""
+    result = aopic(crawl, "top", "followall", "-n", "3", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [row["url"] for row in rows] == [row["url"] for row in crawl.ranking()[:3]]
+
+
 def test_top_table(crawl, capsys):
     result = run_inprocess(["top", "-n", "3", "--jobdir", str(crawl.jobdir)], capsys)
     assert result.returncode == 0, result.stderr
@@ -387,7 +396,13 @@ def test_replay_runs_the_simulator_on_the_recorded_graph(crawl, tmp_path, capsys
     assert "Traceback" not in missing.stderr + missing.stdout
     result = aopic(crawl, "replay", str(graph), "-o", str(tmp_path / "replay"))
     assert result.returncode == 0, result.stderr
-    assert list((tmp_path / "replay").rglob("*.png")), "the comparison plot"
+    assert list((tmp_path / "replay").rglob("*.md")), "the comparison tables"
+    try:
+        import matplotlib  # noqa: F401  (the [report] or [bench] extra)
+    except ImportError:  # replay needs scipy alone: the plot is left out, and said
+        assert "needs matplotlib" in result.stderr + result.stdout
+    else:
+        assert list((tmp_path / "replay").rglob("*.png")), "the comparison plot"
 
 
 # -- Redis -----------------------------------------------------------------------------

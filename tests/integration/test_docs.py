@@ -271,3 +271,12 @@ def test_documented_live_line_matches_the_real_one():
         block = re.search(r"INFO: (aopic: .*?)\n\n", text, flags=re.S)
         assert block, f"{page} shows the live line"
         assert _shape(block.group(1)) == _shape(real), f"update the live line shown in docs/{page}"
+
+
+def test_the_settings_page_in_the_repository_is_up_to_date():
+    from scrapy_aopic.settings import markdown_reference
+
+    committed = (ROOT / "docs" / "settings.md").read_text(encoding="utf-8")
+    assert committed == markdown_reference(), (
+        "docs/settings.md is stale: python -m scrapy_aopic.settings > docs/settings.md"
+    )

@@ -93,7 +93,15 @@ def test_link_found_before_rules_refused_at_fetch_time(robots_crawl):
 
 
 def test_crawl_delay_becomes_slot_delay(robots_crawl):
+    from scrapy_aopic.compat import ROBOTS_PARSED
+
     _, _, report, _, times = robots_crawl
+    if ROBOTS_PARSED is None:
+        # A Scrapy without the robots_parsed signal: said once, counted, and
+        # the crawl goes on without the delay.
+        assert report["stats"]["aopic/robots/crawl_delay_unsupported"] == 1
+        assert "aopic/robots/crawl_delay_hosts" not in report["stats"]
+        return
     assert report["stats"]["aopic/robots/crawl_delay_hosts"] == 1
     main = [t for t, host, target in times if host == "127.0.0.1" and target != "/robots.txt"]
     gaps = [b - a for a, b in zip(main, main[1:])]

@@ -789,45 +789,29 @@ def _serve(site):
 
 
 def test_end_to_end_continuous_crawl(tmp_path):
-    from scrapy_aopic.frontier import Frontier
-
-    if not hasattr(Frontier, "visit_not_modified"):
-        pytest.skip("the frontier does not call the re-crawl hook yet (see docs/recrawl.rst)")
+    """A real crawl (in its own process: a reactor runs once per process)
+    that revisits a changing hub page."""
     import time as _time
 
-    from scrapy import Spider
-    from scrapy.crawler import CrawlerProcess
+    from tests.integration.test_crawl import finish, start_crawl
 
     site = _Site()
     site.start = _time.monotonic()
     server = _serve(site)
     port = server.server_address[1]
-
-    class HubSpider(Spider):
-        name = "hubs"
-        start_urls = [f"http://127.0.0.1:{port}/news/"]
-
-        def parse(self, response):
-            for href in response.css("a::attr(href)").getall():
-                yield response.follow(href)
-
-    stats = {}
-    process = CrawlerProcess(settings={
-        "ADDONS": {"scrapy_aopic.Addon": 0},
-        "DOWNLOADER_MIDDLEWARES": {"scrapy_aopic.middlewares.recrawl.RecrawlMiddleware": 540},
-        "AOPIC_RECRAWL": True,
-        "AOPIC_RECRAWL_MIN_INTERVAL": 0.5,
-        "AOPIC_RECRAWL_MAX_INTERVAL": 2.0,
-        "AOPIC_RECRAWL_INITIAL_INTERVAL": 0.5,
-        "CLOSESPIDER_TIMEOUT": 8,
-        "LOG_LEVEL": "WARNING",
-        "TELNETCONSOLE_ENABLED": False,
-    })  # fmt: skip
-    crawler = process.create_crawler(HubSpider)
-    process.crawl(crawler)
-    process.start()
-    server.shutdown()
-    stats = crawler.stats.get_stats()
+    try:
+        process, out = start_crawl(tmp_path, "hubs", [f"http://127.0.0.1:{port}/news/"], {
+            "DOWNLOADER_MIDDLEWARES": {"scrapy_aopic.middlewares.recrawl.RecrawlMiddleware": 540},
+            "AOPIC_RECRAWL": True,
+            "AOPIC_RECRAWL_MIN_INTERVAL": 0.5,
+            "AOPIC_RECRAWL_MAX_INTERVAL": 2.0,
+            "AOPIC_RECRAWL_INITIAL_INTERVAL": 0.5,
+            "CLOSESPIDER_TIMEOUT": 8,
+            "LOG_LEVEL": "WARNING",
+        })
+        stats = finish(process, out)["stats"]
+    finally:
+        server.shutdown()
     hub_fetches = [r for r in site.requests if r[0] == "/news/"]
     assert len(hub_fetches) >= 3
     assert stats.get("aopic/recrawl/revisits", 0) >= 2
