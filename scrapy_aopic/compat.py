@@ -53,3 +53,15 @@ def get_spider_loader(settings: Any) -> Any:
         loader_cls = load_object(settings["SPIDER_LOADER_CLASS"])
         return loader_cls.from_settings(settings.frozencopy())
     return get(settings)
+
+
+def close_spider(crawler: Any, reason: str) -> None:
+    """Ask the engine to close the crawl's spider with ``reason``."""
+    engine = crawler.engine
+    close_async = getattr(engine, "close_spider_async", None)  # Scrapy >= 2.14
+    if close_async is not None:
+        from scrapy.utils.defer import deferred_from_coro
+
+        deferred_from_coro(close_async(reason=reason))
+    else:
+        engine.close_spider(crawler.spider, reason)

@@ -15,7 +15,8 @@ from scrapy.exceptions import DontCloseSpider
 from . import settings as aopic_settings
 from .frontier import Frontier
 from .meta import REGISTERED
-from .frontier.requestcodec import TRANSIENT_META
+from .store.base import StoreUnavailable
+from .frontier.requestcodec import DEFAULT_POLICY, MAX_BYTES as MAX_REQUEST_BYTES, TRANSIENT_META, StoredRequestPolicy
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -74,11 +75,23 @@ class AopicScheduler(BaseScheduler):
         return None
 
     def has_pending_requests(self) -> bool:
-        return self.frontier.has_pending()
+        if self.frontier.lost is not None:
+            return False
+        try:
+            return self.frontier.has_pending()
+        except StoreUnavailable as exc:
+            self.frontier.store_lost(exc)
+            return False
 
     def enqueue_request(self, request: Request) -> bool:
         registered = request.meta.get(REGISTERED)
-        queued = self.frontier.enqueue(request)
+        if self.frontier.lost is not None:
+            return False
+        try:
+            queued = self.frontier.enqueue(request)
+        except StoreUnavailable as exc:
+            self.frontier.store_lost(exc)
+            return False
         # Links were put in the frontier (or merged) when their page was
         # visited; count only requests this call queued.
         if queued and not registered and self.stats is not None:
@@ -87,7 +100,13 @@ class AopicScheduler(BaseScheduler):
         return queued
 
     def next_request(self) -> Request | None:
-        request = self.frontier.next_request()
+        if self.frontier.lost is not None:
+            return None
+        try:
+            request = self.frontier.next_request()
+        except StoreUnavailable as exc:
+            self.frontier.store_lost(exc)
+            return None
         if request is not None:
             if self.shared is not None:
                 self.shared.idle_since = None
@@ -97,7 +116,13 @@ class AopicScheduler(BaseScheduler):
         return request
 
     def __len__(self) -> int:
-        return len(self.frontier)
+        if self.frontier.lost is not None:
+            return 0
+        try:
+            return len(self.frontier)
+        except StoreUnavailable as exc:
+            self.frontier.store_lost(exc)
+            return 0
 
 
 #: Scrapy settings of its own scheduler that mean nothing to this one: name
@@ -152,14 +177,16 @@ def _idle_close_after(settings: Any) -> float | None:
     return seconds
 
 
-def parse_seed_entry(raw: bytes | str) -> tuple[str, dict]:
+def parse_seed_entry(raw: bytes | str, policy: StoredRequestPolicy = DEFAULT_POLICY) -> tuple[str, dict]:
     """``(url, meta)`` of one entry of the start-URLs key.
 
     An entry is a URL (``http://...``) or a JSON object ``{"url": ...,
     "meta": {...}}``. Raises :class:`ValueError` (with the reason) for
     anything else: bytes that are not UTF-8, bad JSON, no http(s) URL, meta
-    that is not an object. Meta keys the frontier or Scrapy manage per fetch
-    (``aopic_*``, ``depth``, ``download_slot``...) are dropped.
+    that is not an object, JSON nested or sized beyond the bounds, a meta key
+    that changes where or how a request is sent (``policy``, see
+    ``AOPIC_STORED_META_REFUSED``). Meta keys the frontier or Scrapy manage
+    per fetch (``aopic_*``, ``depth``...) are dropped.
     """
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
@@ -167,11 +194,15 @@ def parse_seed_entry(raw: bytes | str) -> tuple[str, dict]:
         raise ValueError("not UTF-8 text") from None
     text = text.strip()
     meta: dict = {}
+    if len(text) > MAX_REQUEST_BYTES:
+        raise ValueError(f"{len(text)} characters, more than {MAX_REQUEST_BYTES}")
     if text.startswith("{"):
         try:
             data = json.loads(text)
-        except ValueError as exc:
-            raise ValueError(f"bad JSON ({exc})") from None
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"bad JSON ({type(exc).__name__})") from None
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
         url = data.get("url")
         meta = data.get("meta") or {}
         if not isinstance(meta, dict):
@@ -180,6 +211,9 @@ def parse_seed_entry(raw: bytes | str) -> tuple[str, dict]:
             key: value for key, value in meta.items()
             if key not in TRANSIENT_META and not key.startswith("aopic_")
         }
+        for key in meta:
+            if policy.meta_refused(key):
+                raise ValueError(f"meta key {key!r} is refused (AOPIC_STORED_META_REFUSED)")
     else:
         url = text
     if not isinstance(url, str):
@@ -271,16 +305,24 @@ class SharedCrawl:
     # -- polling ------------------------------------------------------------------
 
     def tick(self) -> None:
-        """Every :attr:`TICK` s: take seeds when due, wake the engine when starved."""
+        """Every :attr:`TICK` s: take seeds when due, check once a second
+        that the frontier is still there, wake the engine when starved."""
+        if self.frontier.lost is not None:
+            return
         try:
             starved = self.frontier.starved
             now = time.monotonic()
-            if self.seeds_key and (starved or now >= self._next_seed_poll):
+            if now >= self._next_seed_poll:
                 self._next_seed_poll = now + self.SEED_POLL
-                if self.feed_seeds():
+                self.store.check_epoch()
+                if self.seeds_key and self.feed_seeds():
                     starved = True  # new requests: ask for them now
+            elif self.seeds_key and starved and self.feed_seeds():
+                starved = True
             if starved:
                 self.frontier.probe.wake()
+        except StoreUnavailable as exc:
+            self.frontier.store_lost(exc)
         except Exception:  # a looping call that raises stops for good
             logger.exception("aopic: shared crawl poll failed; retrying in %.1fs", self.TICK)
 
@@ -302,7 +344,7 @@ class SharedCrawl:
         stats = self.crawler.stats
         for raw in entries:
             try:
-                url, meta = parse_seed_entry(raw)
+                url, meta = parse_seed_entry(raw, self.frontier.stored_policy)
                 request = Request(url, meta={**meta, "is_start_request": True})
             except (TypeError, ValueError) as exc:  # malformed entry, or a URL Scrapy refuses
                 logger.warning("aopic: entry of %s skipped: %s (%r)", self.seeds_key, exc, raw[:80])
@@ -317,7 +359,16 @@ class SharedCrawl:
 
     def spider_idle(self, spider: Spider) -> None:
         """This worker has nothing to do: keep it open while the crawl has
-        work anywhere (or may get some: ``AOPIC_IDLE_CLOSE_AFTER``)."""
+        work anywhere (or may get some: ``AOPIC_IDLE_CLOSE_AFTER``). A
+        frontier that is gone closes it with ``frontier_lost``, never
+        ``finished``."""
+        if self.frontier.lost is not None:
+            return  # closing already, with the reason that says why
+        try:
+            self.store.check_epoch()
+        except StoreUnavailable as exc:
+            self.frontier.store_lost(exc)
+            raise DontCloseSpider from None  # the close asked for carries the reason
         if self.feed_seeds():
             self.idle_since = None
             raise DontCloseSpider

@@ -51,6 +51,16 @@ def get_float(settings: Any, name: str) -> float:
     return settings.getfloat(name, SETTINGS[name].default)
 
 
+def get_list(settings: Any, name: str) -> list[str]:
+    """A list setting; a string (from the command line) is split at commas."""
+    value = get(settings, name)
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return [str(item) for item in value]
+
+
 def get_optional_float(settings: Any, name: str) -> float | None:
     """A float setting where ``None`` / empty string means "off"."""
     value = settings.get(name, SETTINGS[name].default)
@@ -456,6 +466,25 @@ define("AOPIC_RECRAWL_STATE_INTERVAL", 300.0, "recrawl", """
     (``JOBDIR/aopic-recrawl.json``; also saved when the spider closes) and
     between two refreshes of the ``aopic/recrawl/top_hubs`` stat. Pages
     crawled but missing from a lost state are planned again on resume.""")
+
+define("AOPIC_STORED_REQUEST_CLASSES", [], "redis", """
+    Request classes (dotted paths) a request read back from the frontier
+    (Redis, a ``JOBDIR``) may be, besides Scrapy's own ``Request``,
+    ``FormRequest``, ``JsonRequest`` and ``XmlRpcRequest``. A stored request
+    naming any other class is refused (its cash goes to lambda, one warning)
+    rather than imported: whoever can write to Redis must not choose what
+    the crawler imports.""")
+define("AOPIC_STORED_META_REFUSED", None, "redis", """
+    Meta keys a request read back from the frontier may not carry; one that
+    does is refused (its cash goes to lambda, one warning naming the key).
+    ``None`` (default): the keys that change where or how a request is sent
+    or hand it to a plugin — ``proxy``, ``bindaddress``, ``download_slot``,
+    ``download_timeout``, ``download_maxsize``, ``cookiejar``, ``ftp_*``
+    credentials, ``dont_obey_robotstxt``, ``allow_offsite``, ``impersonate``,
+    ``playwright*``, ``splash*``, ``selenium*``, ``zyte_api*``,
+    ``crawlera*`` — and every key starting with ``_``. A list replaces it
+    (an entry ending in ``*`` is a prefix). Keys a spider sets for its own
+    use pass.""")
 
 # --- users' side: report, command, graph export ----------------------------
 

@@ -41,7 +41,8 @@ from ..engine import AopicEngine, RankedPage
 from ..hygiene.canonical import build_canonicalizer
 from ..hygiene.domains import origin_of
 from ..meta import CASH, DUPLICATE_OF, KEY, LEASE, LINK, REGISTERED
-from ..store.base import STATE_NAMES, FrontierStore, Lease, Link
+from ..compat import close_spider
+from ..store.base import STATE_NAMES, FrontierLost, FrontierStore, Lease, Link, StoreUnavailable
 from ..store.journal import JournaledStore
 from ..store.memory import MemoryStore
 from .lane import DirectLane, LaneEntry
@@ -49,7 +50,13 @@ from .ledger import Ledger
 from .linkfilters import LinkFilter, LinkFilterChain
 from .offsite import OffsiteLinkFilter
 from .probe import DownloadProbe
-from .requestcodec import UndecodableRequest, UnserializableRequest, decode_request, encode_request
+from .requestcodec import (
+    StoredRequestPolicy,
+    UndecodableRequest,
+    UnserializableRequest,
+    decode_request,
+    encode_request,
+)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -115,11 +122,14 @@ class Frontier:
         if not 0.0 <= self.lane_share <= 1.0:
             raise ValueError(f"AOPIC_DIRECT_LANE_SHARE must be in [0, 1], got {self.lane_share!r}")
         self.refetch_seeds = aopic_settings.get_bool(settings, "AOPIC_REFETCH_SEEDS")
+        self.stored_policy = StoredRequestPolicy.from_settings(settings)
         self.lane = DirectLane()
         self._lane_seen: set[bytes] = set()  # fingerprints of non-link requests queued
         self._handed_out = 0
         self._handed_out_lane = 0
         self._warned: set[str] = set()
+        #: why the store was lost (the spider is closing), or None
+        self.lost: str | None = None
         unknown = aopic_settings.unknown_names(settings)
         if unknown:
             self.stats.set_value("aopic/unknown_settings", len(unknown))
@@ -222,8 +232,18 @@ class Frontier:
         """Give in-flight leases back, record the final figures, export, close."""
         if self.engine is None:
             return
-        for lease in self.ledger.open_leases():
-            self.ledger.requeue(lease, "requeued_at_close")
+        if self.lost is not None:
+            # The store is gone: nothing to give back to, no books to check.
+            logger.error("aopic: the frontier's books were not checked at close: %s", self.lost)
+            self.store.close()
+            return
+        try:
+            for lease in self.ledger.open_leases():
+                self.ledger.requeue(lease, "requeued_at_close")
+        except StoreUnavailable as exc:
+            self.store_lost(exc)
+            self.store.close()
+            return
         self._save_lane()
         self.update_stats()
         error = self.engine.conservation_error()
@@ -386,7 +406,7 @@ class Frontier:
                     url, key, host = record["url"], record["key"], record["host"]
                     if not isinstance(url, str) or not isinstance(host, str) or not isinstance(key, (str, type(None))):
                         raise ValueError("bad field types")
-                    request = decode_request(url, record["request"], self.spider)
+                    request = decode_request(url, record["request"], self.spider, self.stored_policy)
                 except (ValueError, KeyError, TypeError) as exc:
                     self.stats.inc_value("aopic/lane/unreadable")
                     logger.warning("aopic: %s line %d skipped: %s", path, number, exc)
@@ -396,6 +416,20 @@ class Frontier:
         path.unlink()
         if loaded:
             self.stats.set_value("aopic/lane/resumed", loaded)
+
+    def store_lost(self, exc: StoreUnavailable) -> None:
+        """The shared store is gone: close the spider with a reason that
+        says so (``frontier_lost`` or ``redis_unavailable``), never let the
+        crawl end as ``finished``."""
+        if self.lost is not None:
+            return
+        self.lost = "frontier_lost" if isinstance(exc, FrontierLost) else "redis_unavailable"
+        self.stats.set_value(f"aopic/{self.lost}", 1)
+        logger.error("aopic: %s; closing the spider (reason %s)", exc, self.lost)
+        try:
+            close_spider(self.crawler, self.lost)
+        except (AttributeError, RuntimeError):  # no engine: a scheduler used on its own
+            pass
 
     def _warn_once(self, topic: str, message: str, *args: Any) -> None:
         if topic not in self._warned:
@@ -538,11 +572,10 @@ class Frontier:
         Raises :class:`UndecodableRequest` (after settling the lease) when
         the stored request cannot be read back."""
         try:
-            request = decode_request(lease.url, lease.request, self.spider)
+            request = decode_request(lease.url, lease.request, self.spider, self.stored_policy)
         except UndecodableRequest as exc:
             self.ledger.fail(lease, "undecodable")
-            self._warn_once("undecodable", "aopic: %s; its cash goes to lambda (stat "
-                            "aopic/failed/undecodable; said once)", exc)
+            logger.warning("aopic: %s; its cash goes to lambda (stat aopic/failed/undecodable)", exc)
             raise
         self._mark(request, lease)
         return request
@@ -577,7 +610,11 @@ class Frontier:
         lease = self.lease_of(request)
         if lease is None:
             return False
-        return self.ledger.fail(lease, reason, refuse=refuse)
+        try:
+            return self.ledger.fail(lease, reason, refuse=refuse)
+        except StoreUnavailable as exc:
+            self.store_lost(exc)
+            return False
 
     def transfer(self, request: Request, target_url: str, stat: str | None = "aliased") -> bool:
         """``request``'s URL is another name of ``target_url`` (canonical):
@@ -595,6 +632,16 @@ class Frontier:
         self._count_refusal(reason)
 
     def visit(self, response: Response, requests: Iterable[Request]) -> list[Request]:
+        """:meth:`_visit`, with a store that went away closing the spider
+        (the requests then go on to the scheduler, which drops them)."""
+        requests = list(requests)
+        try:
+            return self._visit(response, requests)
+        except StoreUnavailable as exc:
+            self.store_lost(exc)
+            return requests
+
+    def _visit(self, response: Response, requests: list[Request]) -> list[Request]:
         """``response`` was parsed and produced ``requests``.
 
         Pays the page's cash to its links and lambda, puts the links
@@ -607,7 +654,6 @@ class Frontier:
         that builds requests with ``meta=response.meta`` copies them, and
         they count only for the request they were issued to.
         """
-        requests = list(requests)
         for request in requests:
             meta = request.meta
             for name in ISSUED_META:

@@ -21,12 +21,14 @@ plain GET.
 from __future__ import annotations
 
 import base64
+import inspect
 from typing import Any, NamedTuple
+from urllib.parse import urlsplit
 
-from scrapy import Request, Spider
-from scrapy.utils.request import request_from_dict
+from scrapy import FormRequest, Request, Spider
+from scrapy.http import JsonRequest, XmlRpcRequest
 
-from ..store.base import REFERER_KEY
+from ..store.base import REFERER_KEY, UnreadableData
 
 
 #: meta keys the frontier itself sets or that Scrapy recomputes per fetch.
@@ -157,14 +159,131 @@ def encode_request(
     return out
 
 
-def decode_request(url: str, data: Any, spider: Spider | None) -> Request:
+#: Request classes a stored request may name (``_class``): Scrapy's own,
+#: what the add-on writes for a spider's requests. Others need
+#: ``AOPIC_STORED_REQUEST_CLASSES``: a writable store must not make the
+#: crawler import a module of its choosing.
+REQUEST_CLASSES = {
+    "scrapy.http.request.Request": Request,
+    "scrapy.http.request.form.FormRequest": FormRequest,
+    "scrapy.http.request.json_request.JsonRequest": JsonRequest,
+    "scrapy.http.request.rpc.XmlRpcRequest": XmlRpcRequest,
+}
+#: Meta keys a stored request may not carry (they change where or how the
+#: request is sent, or hand data to plugins that act on it): a planted
+#: entry must not route the crawl through an attacker's proxy.
+#: ``AOPIC_STORED_META_REFUSED`` replaces the list.
+REFUSED_META = (
+    "proxy", "_auth_proxy", "bindaddress", "download_slot", "download_timeout", "download_maxsize",
+    "download_warnsize", "download_fail_on_dataloss", "cookiejar", "dont_merge_cookies",
+    "ftp_user", "ftp_password", "ftp_local_filename", "dont_obey_robotstxt", "allow_offsite",
+    "referrer_policy", "impersonate", "playwright*", "splash*", "selenium*", "zyte_api*", "crawlera*",
+)
+#: Bounds on stored request data: nesting depth and JSON size.
+MAX_DEPTH = 32
+MAX_BYTES = 1 << 20
+
+
+class StoredRequestPolicy(NamedTuple):
+    """What a request read back from a store may be (see :func:`decode_request`)."""
+
+    classes: dict[str, type[Request]]
+    refused_meta: tuple[str, ...]
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> StoredRequestPolicy:
+        from scrapy.utils.misc import load_object
+
+        from .. import settings as aopic_settings
+
+        classes = dict(REQUEST_CLASSES)
+        for name in aopic_settings.get_list(settings, "AOPIC_STORED_REQUEST_CLASSES"):
+            classes[name] = load_object(name)  # the project's own choice, not the store's
+        refused = aopic_settings.get(settings, "AOPIC_STORED_META_REFUSED")
+        refused = REFUSED_META if refused is None else tuple(aopic_settings.get_list(settings, "AOPIC_STORED_META_REFUSED"))
+        return cls(classes, refused)
+
+    def meta_refused(self, key: str) -> bool:
+        for pattern in self.refused_meta:
+            if key == pattern or (pattern.endswith("*") and key.startswith(pattern[:-1])):
+                return True
+        return key.startswith("_")
+
+
+DEFAULT_POLICY = StoredRequestPolicy(REQUEST_CLASSES, REFUSED_META)
+
+
+def _check_depth(value: Any) -> None:
+    """Raise when ``value`` nests deeper than :data:`MAX_DEPTH` (iteratively:
+    a hostile value must not exhaust the stack here either)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise UndecodableRequest(f"nested deeper than {MAX_DEPTH} levels")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+
+
+def spider_method(spider: Spider | None, name: Any) -> Any:
+    """The bound method ``name`` of ``spider`` if it may be a stored
+    callback: a public method the spider's own class (or a base class
+    other than :class:`scrapy.Spider`) defines. Raises otherwise."""
+    if spider is None:
+        raise UndecodableRequest("no spider to resolve callbacks on")
+    if not isinstance(name, str) or not name.isidentifier() or name.startswith("_"):
+        raise UndecodableRequest(f"callback {name!r} is not a public method name")
+    for klass in type(spider).__mro__:
+        if name in vars(klass):
+            if klass in (Spider, object):
+                break
+            attribute = vars(klass)[name]
+            if inspect.isfunction(attribute):
+                return getattr(spider, name)
+            break
+    raise UndecodableRequest(f"callback {name!r} is not a method defined by the spider's class")
+
+
+def _request_from_data(data: dict, spider: Spider | None, policy: StoredRequestPolicy) -> Request:
+    """A request from its stored fields, checked field by field (never
+    Scrapy's ``request_from_dict``, which imports and resolves whatever the
+    data names)."""
+    class_name = data.get("_class", "scrapy.http.request.Request")
+    request_cls = policy.classes.get(class_name) if isinstance(class_name, str) else None
+    if request_cls is None:
+        raise UndecodableRequest(f"request class {class_name!r} is not allowed")
+    url = data.get("url")
+    if not isinstance(url, str) or urlsplit(url).scheme.lower() not in ("http", "https"):
+        raise UndecodableRequest(f"not an http(s) URL: {str(url)[:80]!r}")
+    meta = data.get("meta") or {}
+    if not isinstance(meta, dict):
+        raise UndecodableRequest("meta is not an object")
+    for key in meta:
+        if policy.meta_refused(key):
+            raise UndecodableRequest(f"meta key {key!r} is refused from stored data (AOPIC_STORED_META_REFUSED)")
+    kwargs = {key: value for key, value in data.items() if key in request_cls.attributes and key not in ("callback", "errback")}
+    for name in ("callback", "errback"):
+        if data.get(name):
+            kwargs[name] = spider_method(spider, data[name])
+    return request_cls(**kwargs)
+
+
+def decode_request(url: str, data: Any, spider: Spider | None, policy: StoredRequestPolicy = DEFAULT_POLICY) -> Request:
     """A fresh :class:`~scrapy.Request` for account ``url`` from stored ``data``.
 
-    Raises :class:`UndecodableRequest` for data that is not a request.
+    Raises :class:`UndecodableRequest` for data that is not a request the
+    add-on writes: a class, callback, URL scheme or meta key it does not
+    allow, or data nested or sized beyond the bounds.
     """
     if data is None:
         return Request(url)
+    if isinstance(data, UnreadableData):
+        raise UndecodableRequest(f"stored request for {url} is unreadable: {data.reason}")
     if isinstance(data, str):
+        if urlsplit(data).scheme.lower() not in ("http", "https"):
+            raise UndecodableRequest(f"stored URL for {url} is not http(s): {data[:80]!r}")
         return Request(data)
     if isinstance(data, Referred):
         return Request(data.url or url, headers={b"Referer": data.referer})
@@ -175,7 +294,10 @@ def decode_request(url: str, data: Any, spider: Spider | None) -> Request:
             referer = data[REFERER_KEY]
             return Request(data.get("url") or url, headers={b"Referer": referer.encode("latin-1")})
         try:
-            return request_from_dict(_from_jsonable(data), spider=spider)
-        except Exception as exc:  # a stored callback that no longer exists, bad fields
+            _check_depth(data)
+            return _request_from_data(_from_jsonable(data), spider, policy)
+        except UndecodableRequest as exc:
+            raise UndecodableRequest(f"stored request for {url} refused: {exc}") from None
+        except Exception as exc:  # bad field values
             raise UndecodableRequest(f"stored request for {url} unusable: {exc}") from None
     raise UndecodableRequest(f"stored request for {url} has unknown type {type(data).__name__}")

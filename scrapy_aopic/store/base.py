@@ -50,6 +50,25 @@ RequestData = Any
 REFERER_KEY = "aopic_referer"
 
 
+class StoreUnavailable(RuntimeError):
+    """The store cannot be reached any more (a shared store's server gone
+    for longer than its retry time): the crawl must stop, never carry on as
+    if the frontier were empty."""
+
+
+class FrontierLost(StoreUnavailable):
+    """The shared frontier this crawl was using no longer exists (a Redis
+    restarted without persistence): finishing would look like success."""
+
+
+class UnreadableData(NamedTuple):
+    """Request data a store could not read back (not JSON, the wrong shape,
+    too large or too deep): never a request to fetch; the frontier settles
+    its lease with the cash to lambda and says why."""
+
+    reason: str
+
+
 class Link(NamedTuple):
     """A URL a visited page passes cash to, with what is needed to fetch it."""
 

@@ -80,7 +80,10 @@ from .base import (
     FrontierStore,
     Lease,
     Link,
+    FrontierLost,
+    StoreUnavailable,
     Totals,
+    UnreadableData,
 )
 
 logger = logging.getLogger(__name__)
@@ -957,38 +960,36 @@ def _is_referred(data: dict) -> bool:
     )
 
 
+#: Stored request JSON larger than this is refused unread.
+MAX_REQUEST_BYTES = 1 << 20
+
+
 def decode_request_data(url: str, raw: bytes | None) -> Any:
-    """Request data of account ``url`` from its stored JSON, or ``None``.
+    """Request data of account ``url`` from its stored JSON, or ``None``
+    (a plain GET of ``url``, as written for plain links).
 
     Anything else in Redis — bytes that are not UTF-8 JSON (a pickle, say),
-    JSON of the wrong shape, a string or dict pointing at a non-http(s) URL —
-    is logged and replaced by ``None`` (a plain GET of ``url``). Nothing is
-    ever unpickled or evaluated.
+    JSON nested beyond the interpreter's limits or larger than
+    :data:`MAX_REQUEST_BYTES`, JSON of the wrong shape, a string or dict
+    pointing at a non-http(s) URL — becomes :class:`UnreadableData`: the
+    frontier then sends that URL's cash to lambda and says why, and never
+    fetches something else in its place. Nothing is ever unpickled or
+    evaluated.
     """
     if raw is None:
         return None
+    if len(raw) > MAX_REQUEST_BYTES:
+        return UnreadableData(f"{len(raw)} bytes, more than {MAX_REQUEST_BYTES}")
     try:
         data = json.loads(raw.decode("utf-8") if isinstance(raw, bytes) else raw)
-    except (UnicodeDecodeError, ValueError) as exc:
-        logger.warning(
-            "aopic: stored request for %s is not JSON (%s; %d bytes starting %r); "
-            "skipped, fetching the URL plainly",
-            url,
-            type(exc).__name__,
-            len(raw),
-            raw[:16],
-        )
-        return None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return UnreadableData(f"not JSON ({type(exc).__name__}; {len(raw)} bytes starting {raw[:16]!r})")
     if isinstance(data, str) and _is_http_url(data):
         return data
     if isinstance(data, dict) and (_is_referred(data) or _is_http_url(data.get("url"))):
         return data
-    logger.warning(
-        "aopic: stored request for %s has an unusable shape (%s); skipped, fetching the URL plainly",
-        url,
-        type(data).__name__ if not isinstance(data, (str, dict)) else "non-http(s) URL",
-    )
-    return None
+    shape = type(data).__name__ if not isinstance(data, (str, dict)) else "non-http(s) URL"
+    return UnreadableData(f"an unusable shape ({shape})")
 
 
 def _fmt(value: float) -> str:
@@ -1075,12 +1076,14 @@ class RedisStore(FrontierStore):
         p = key_prefix
         self.keys = {
             name: f"{p}:{name}"
-            for name in ("tot", "acct", "req", "alias", "hosts", "hadv", "lease", "ldl", "hbusy")
+            for name in ("tot", "acct", "req", "alias", "hosts", "hadv", "lease", "ldl", "hbusy", "epoch")
         }
         self._tot_key = self.keys["tot"].encode()
         self._prefix_arg = p.encode()
         self._queue_prefix = f"{p}:q:"
         self._check_lambda_targets()
+        #: the identity of the frontier this store opened (``P:epoch``)
+        self.epoch = self._open_epoch()
 
     @classmethod
     def from_url(cls, url: str, key_prefix: str = "aopic", lambda_targets: str = "pending", **kwargs) -> RedisStore:
@@ -1146,11 +1149,10 @@ class RedisStore(FrontierStore):
                     give_up_at = now + self.retry_timeout
                 failures += 1
                 if now >= give_up_at:
-                    logger.error(
-                        "aopic: Redis at %s unreachable for %.0fs (%s: %s); giving up on %s",
-                        self._where(), self.retry_timeout, type(exc).__name__, exc, what,
-                    )
-                    raise
+                    raise StoreUnavailable(
+                        f"Redis at {self._where()} unreachable for {self.retry_timeout:.0f}s "
+                        f"({type(exc).__name__}: {exc}); gave up on {what}"
+                    ) from exc
                 logger.warning(
                     "aopic: Redis at %s unreachable (%s: %s); %s retry %d in %.2fs",
                     self._where(), type(exc).__name__, exc, what, failures, delay,
@@ -1214,6 +1216,32 @@ class RedisStore(FrontierStore):
             except BaseException:
                 conn.disconnect()  # a reply may be half read: start clean
                 raise
+
+    def _open_epoch(self) -> str | None:
+        """The frontier's identity, written when it is created: a Redis that
+        restarts empty loses it, which :meth:`check_epoch` notices."""
+        key = self.keys["epoch"]
+
+        def open_epoch():
+            if not self.readonly:
+                self.server.set(key, uuid.uuid4().hex, nx=True)
+            return self.server.get(key)
+
+        return _text(self._retrying("epoch", open_epoch))
+
+    def check_epoch(self) -> None:
+        """Raise :class:`FrontierLost` when the frontier this store opened is
+        gone (its identity key missing or replaced): an empty Redis must not
+        look like a finished crawl."""
+        if self.epoch is None:
+            return  # a reader of a frontier that had none
+        current = _text(self._retrying("epoch", lambda: self.server.get(self.keys["epoch"])))
+        if current != self.epoch:
+            raise FrontierLost(
+                f"the shared frontier {self.key_prefix} on Redis {self._where()} is gone "
+                f"(identity {self.epoch} now {current or 'missing'}): Redis lost its data "
+                "(restarted without persistence?) or the keys were deleted"
+            )
 
     def _check_lambda_targets(self) -> None:
         """Record the crawl's lambda targets; refuse to join with another value."""
@@ -1629,6 +1657,7 @@ class RedisStore(FrontierStore):
         """Delete every key of this frontier; returns how many were deleted."""
         deleted = self._retrying("clear", lambda: delete_frontier(self.server, self.key_prefix))
         self._check_lambda_targets()
+        self.epoch = self._open_epoch()  # a new, empty frontier
         return deleted
 
     def close(self) -> None:

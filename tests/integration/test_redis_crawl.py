@@ -524,3 +524,61 @@ def test_a_pop_whose_reply_was_lost_leases_nothing_twice(redis_url):
     assert store.totals().leased == 2
     store.clear()
     store.close()
+
+
+# -- faults: a lost or unreachable Redis never ends a crawl as "finished" ---------------------
+
+
+def _server_or_skip(tmp_path):
+    from tests.support.redis_server import RedisServer
+
+    try:
+        return RedisServer(tmp_path / "redis").start()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+
+
+def test_redis_restarted_empty_stops_with_frontier_lost(tmp_path):
+    """Redis restarts without its data (no persistence): every worker
+    closes with reason ``frontier_lost`` and says why, never ``finished``."""
+    import shutil
+
+    server = _server_or_skip(tmp_path)
+    try:
+        settings = worker_settings(server.url)
+        with LocalSite(pages=300, delay=0.05, slow_seconds=0.3) as site:
+            workers, go = start_workers(tmp_path, "lostredis", settings, count=2, seeds=[site.base + "/p0"])
+            go.touch()
+            wait_for_fetches(site, 40, workers)
+            server.kill()
+            for path in server.workdir.glob("appendonly*"):  # what a Redis without persistence keeps
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+            server.start()
+            reports = [w.finish() for w in workers]
+        for report, worker in zip(reports, workers):
+            assert report["stats"]["finish_reason"] == "frontier_lost", worker.log()[-2000:]
+            assert report["stats"]["aopic/frontier_lost"] == 1
+        assert "is gone" in "".join(w.log() for w in workers)
+    finally:
+        server.kill()
+
+
+def test_redis_gone_for_good_stops_with_redis_unavailable(tmp_path):
+    """Redis goes away and stays away: once AOPIC_REDIS_RETRY_TIMEOUT has
+    passed, every worker closes with reason ``redis_unavailable``."""
+    server = _server_or_skip(tmp_path)
+    try:
+        settings = worker_settings(server.url, AOPIC_REDIS_RETRY_TIMEOUT=2.0)
+        with LocalSite(pages=300, delay=0.05, slow_seconds=0.3) as site:
+            workers, go = start_workers(tmp_path, "goneredis", settings, count=2, seeds=[site.base + "/p0"])
+            go.touch()
+            wait_for_fetches(site, 40, workers)
+            server.kill()
+            started = time.monotonic()
+            reports = [w.finish(timeout=60) for w in workers]
+            took = time.monotonic() - started
+        for report, worker in zip(reports, workers):
+            assert report["stats"]["finish_reason"] == "redis_unavailable", worker.log()[-2000:]
+        assert took < 45
+    finally:
+        server.kill()
