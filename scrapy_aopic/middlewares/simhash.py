@@ -129,6 +129,8 @@ class SimhashDedupMiddleware:
             raise ValueError(f"AOPIC_SIMHASH_MODE must be one of {FINGERPRINT_MODES}, got {self.mode!r}")
         self.boilerplate = aopic_settings.get_bool(settings, "AOPIC_SIMHASH_BOILERPLATE")
         self.min_chars = aopic_settings.get_int(settings, "AOPIC_SIMHASH_MIN_CHARS")
+        #: host -> [pages fingerprinted, pages too short] (see _count_host)
+        self._host_counts: dict[str, list[int]] = {}
         self.min_similarity = aopic_settings.get_float(settings, "AOPIC_SIMHASH_CONFIRM")
         self.fingerprinter = Fingerprinter(self.mode)
         self.index = NearDuplicateIndex(k=self.distance, min_similarity=self.min_similarity)
@@ -192,7 +194,9 @@ class SimhashDedupMiddleware:
             return response
         signature = self.fingerprinter.signature(text, sketch=self.min_similarity > 0)
         self.stats.inc_value("aopic/duplicates/fingerprinted")
-        if signature.chars < self.min_chars:
+        too_short = signature.chars < self.min_chars
+        self._count_host(Frontier.host_of(request), too_short)
+        if too_short:
             self.stats.inc_value("aopic/duplicates/too_short")
             self.checksums[checksum] = self._add_original(key, None)
             return response
@@ -208,6 +212,25 @@ class SimhashDedupMiddleware:
         url_id = self._add_original(key, signature)
         self.checksums.setdefault(checksum, url_id)
         return response
+
+    #: Pages of a host seen before its share of "too short" pages is judged.
+    TOO_SHORT_SAMPLE = 20
+
+    def _count_host(self, host: str, too_short: bool) -> None:
+        """Say once per host when most of its pages are too short to compare:
+        near-duplicate detection is then silently off there otherwise."""
+        counts = self._host_counts.setdefault(host, [0, 0])
+        counts[0] += 1
+        counts[1] += too_short
+        if counts[0] == self.TOO_SHORT_SAMPLE and counts[1] * 2 > counts[0]:
+            self.stats.inc_value("aopic/duplicates/too_short_hosts")
+            logger.warning(
+                "aopic: %d of the first %d pages of %s have less than %d characters of visible "
+                "text (AOPIC_SIMHASH_MIN_CHARS) after boilerplate removal: near-duplicates are not "
+                "detected there. If its template hides the content, set AOPIC_SIMHASH_BOILERPLATE = "
+                "False (said once per host)",
+                counts[1], counts[0], host, self.min_chars,
+            )
 
     def _visible_text(self, response: HtmlResponse) -> str:
         """The page's visible text, read from the tree Scrapy's selector

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import random
 import subprocess
 import sys
@@ -546,3 +547,40 @@ def test_crawl_flags_duplicates_skips_their_links_and_keeps_the_books(tmp_path, 
     assert news_fetched < 20
     injected = stats["aopic/cash_injected_total"]
     assert stats["aopic/conservation_error"] <= 1e-9 * injected
+
+
+@pytest.mark.parametrize("html", [
+    # Sphinx's Read-the-Docs theme names its main column after the layout.
+    '<html><body class="wy-body-for-nav"><nav class="wy-nav-side"><a href="/a">Home</a></nav>'
+    '<section class="wy-nav-content-wrap"><div class="wy-nav-content"><div class="rst-content">'
+    "<p>{main}</p></div></div></section><footer>Built with Sphinx</footer></body></html>",
+    # ASP.NET WebForms wraps the whole page in a form.
+    '<html><body><form id="aspnetForm"><div><p>{main}</p></div><div class="footer">Legal</div></form></body></html>',
+    # A header that holds the page.
+    "<html><body><header><h1>Title</h1><p>{main}</p></header><aside>More</aside></body></html>",
+])
+def test_boilerplate_removal_never_takes_the_element_holding_most_of_the_page(html):
+    main = " ".join(f"word{i}" for i in range(300))
+    page = html.format(main=main)
+    text = visible_text(page)
+    assert main in " ".join(text.split())
+    root = etree.fromstring(page.encode(), etree.HTMLParser())
+    assert tree_text(root) == _walk_text(root, True)  # both paths keep it
+    for template in ("Built with Sphinx", "Legal", "More"):
+        assert template not in text  # the small template parts still go
+
+
+def test_a_host_whose_pages_are_mostly_too_short_is_named_once(caplog):
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_aopic.middlewares.simhash import SimhashDedupMiddleware
+
+    crawler = get_crawler(settings_dict={"ADDONS": {"scrapy_aopic.Addon": 0}})
+    middleware = SimhashDedupMiddleware(crawler)
+    with caplog.at_level(logging.WARNING):
+        for i in range(30):
+            middleware._count_host("thin.example", too_short=True)
+            middleware._count_host("fine.example", too_short=i % 5 == 0)
+    warnings = [r.getMessage() for r in caplog.records if "near-duplicates are not detected" in r.getMessage()]
+    assert len(warnings) == 1 and "thin.example" in warnings[0]
+    assert crawler.stats.get_value("aopic/duplicates/too_short_hosts") == 1
