@@ -32,6 +32,8 @@ class Addon:
     """
 
     def update_settings(self, settings: BaseSettings) -> None:
+        from . import settings as aopic_settings
+
         from .middlewares.ledger import CashLedgerMiddleware
         from .extensions.logstats import AopicLogStats
         from .extensions.graphexport import GraphExport
@@ -55,12 +57,14 @@ class Addon:
         settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", UrlNormalizeMiddleware, 5)
         settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", TrapGuardMiddleware, 60)
         settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", RobotsCashMiddleware, 90)
-        # Near-duplicates: responses come back in decreasing order, so at 545
-        # they are decompressed (590), redirects and meta refreshes are
-        # resolved (600, 580) and retries done (550).
-        from .middlewares.simhash import SimhashDedupMiddleware
+        # Near-duplicates, only when they are on (the middleware loads numpy):
+        # responses come back in decreasing order, so at 545 they are
+        # decompressed (590), redirects and meta refreshes are resolved (600,
+        # 580) and retries done (550).
+        if aopic_settings.get_bool(settings, "AOPIC_SIMHASH_ENABLED"):
+            from .middlewares.simhash import SimhashDedupMiddleware
 
-        settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", SimhashDedupMiddleware, 545)
+            settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", SimhashDedupMiddleware, 545)
         # Re-crawl, only when it is on (a disabled middleware would say so
         # in a warning on every run): conditional requests and change
         # detection, just inside the dedup.

@@ -307,8 +307,16 @@ def test_killed_again_and_again_then_finished(tmp_path):
     with LocalSite(pages=400, delay=0.05, slow_seconds=1.0) as site:
         seeds = [site.base + "/p0"]
         for round_ in range(7):
+            before = sum(site.hits.values())
             process, _ = start_crawl(tmp_path, f"killed{round_}", seeds, settings)
-            time.sleep(rng.uniform(0.05, 0.6) if round_ % 3 == 2 else rng.uniform(0.8, 2.5))
+            if round_ % 3 == 2:  # in mid-start: opening the JOBDIR, replaying
+                time.sleep(rng.uniform(0.05, 0.6))
+            else:  # in mid-crawl, after a random number of fetches
+                target = before + rng.randint(5, 40)
+                deadline = time.monotonic() + 60
+                while sum(site.hits.values()) < target and process.poll() is None:
+                    assert time.monotonic() < deadline, "no progress"
+                    time.sleep(0.005)
             if process.poll() is None:
                 os.kill(process.pid, signal.SIGKILL)
                 kills += 1
