@@ -65,3 +65,21 @@ def close_spider(crawler: Any, reason: str) -> None:
         deferred_from_coro(close_async(reason=reason))
     else:
         engine.close_spider(crawler.spider, reason)
+
+
+def keep_cookie_domains_offline() -> bool:
+    """Make Scrapy's CookiesMiddleware split cookie domains with the offline
+    public-suffix list (its own ``TLDExtract()`` downloads the list the first
+    time a cookie names a domain; a crawl has no business reaching that
+    server, and offline it logs a traceback). Returns whether it was done:
+    ``False`` where that middleware has no such extractor."""
+    try:
+        from scrapy.downloadermiddlewares import cookies
+    except ImportError:
+        return False
+    if not hasattr(cookies, "_split_domain"):
+        return False
+    from .hygiene.domains import offline_extractor
+
+    cookies._split_domain = offline_extractor()
+    return True

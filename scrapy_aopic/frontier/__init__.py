@@ -41,7 +41,7 @@ from ..engine import AopicEngine, RankedPage
 from ..hygiene.canonical import build_canonicalizer
 from ..hygiene.domains import origin_of
 from ..meta import CASH, DUPLICATE_OF, KEY, LEASE, LINK, REGISTERED
-from ..compat import close_spider
+from ..compat import close_spider, keep_cookie_domains_offline
 from ..store.base import STATE_NAMES, FrontierLost, FrontierStore, Lease, Link, StoreUnavailable
 from ..store.journal import JournaledStore
 from ..store.memory import MemoryStore
@@ -130,6 +130,7 @@ class Frontier:
         self._warned: set[str] = set()
         #: why the store was lost (the spider is closing), or None
         self.lost: str | None = None
+        keep_cookie_domains_offline()  # no public-suffix download at run time
         unknown = aopic_settings.unknown_names(settings)
         if unknown:
             self.stats.set_value("aopic/unknown_settings", len(unknown))
@@ -153,6 +154,8 @@ class Frontier:
         self._portable = False
         crawler.signals.connect(self._on_spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(self._on_request_dropped, signal=signals.request_dropped)
+        crawler.signals.connect(self._on_request_scheduled, signal=signals.request_scheduled)
+        self._offsite: LinkFilter | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Frontier:
@@ -194,6 +197,7 @@ class Frontier:
         self.ledger = Ledger(self.engine, self.stats)
         self.probe.attach()
         offsite = OffsiteLinkFilter.for_middlewares(self.probe.downloader_middlewares(), spider)
+        self._offsite = offsite
         if offsite is not None:
             self.link_filters.register(offsite, first=True)  # the cheapest and most common refusal
         if isinstance(self.store, JournaledStore):
@@ -286,7 +290,8 @@ class Frontier:
         priorities go through the direct lane."""
         self.ledger.sweep()
         meta = request.meta
-        lease = self.ledger.lease_of(request) if LEASE in meta else None
+        copied = LEASE in meta  # a request made from one this frontier handed out
+        lease = self.ledger.lease_of(request) if copied else None
         if lease is not None:
             return self._enqueue_follow_up(request, lease)
         if meta.get(REGISTERED):
@@ -313,7 +318,9 @@ class Frontier:
         except UnserializableRequest as exc:
             return self._hold_unserializable(request, exc)
         link = Link(key, self.host_of(request), depth, data)
-        if meta.get("is_start_request"):
+        # A copy of a handed-out start request (an errback's retry) carries
+        # is_start_request along: it is not a seed.
+        if meta.get("is_start_request") and not copied:
             if self.engine.add_seed(link):
                 self.stats.inc_value("aopic/seeds")
                 self.stats.inc_value("aopic/cash_injected", self.seed_cash)
@@ -659,6 +666,9 @@ class Frontier:
             for name in ISSUED_META:
                 if name in meta:
                     del meta[name]
+            # What a callback or errback yields is never a start request,
+            # whatever meta it copied (a retry of a start request).
+            meta.pop("is_start_request", None)
         # Set by the duplicate filter during this fetch (hand-out clears it).
         if response.meta.get(DUPLICATE_OF) and not self.follow_duplicate_links:
             # A near-duplicate's links are the original's: do not follow them.
@@ -688,6 +698,7 @@ class Frontier:
         # so only new URLs are encoded (a shared store would cost a round
         # trip to ask: it gets every link's data).
         knows = None if self.shared else self.store.knows
+        dont_filter_keys: set[str] = set()  # the same dont_filter link twice: two fetches
         for request in requests:
             meta = request.meta
             if meta.get(LINK) is False:
@@ -708,7 +719,7 @@ class Frontier:
                 known = self.store.knows(key)  # a round trip, for dont_filter links only
             else:
                 known = False
-            if request.dont_filter and known:
+            if request.dont_filter and (known or key in dont_filter_keys):
                 # Fetch it again (the direct lane, at enqueue); it still gets its share.
                 links.append(Link(key, link_host(request, meta), depth, None))
                 passed.append(request)
@@ -722,6 +733,8 @@ class Frontier:
             meta[KEY] = key
             links.append(Link(key, link_host(request, meta), depth, data))
             passed.append(request)
+            if request.dont_filter:
+                dont_filter_keys.add(key)
         new_links = None
         if self.recrawl is not None:  # a hub's worth is the links it had never shown
             distinct = dict.fromkeys(link.url for link in links)
@@ -800,6 +813,23 @@ class Frontier:
                 cls._hostnames.clear()
             cls._hostnames[origin] = host
         return host
+
+    def _on_request_scheduled(self, request: Request, spider=None) -> None:
+        """A follow-up of a leased request (a redirect) that Scrapy's offsite
+        rule will drop before it reaches the scheduler (Scrapy sends no
+        signal for that): its lease is settled now, cash to lambda."""
+        if LEASE not in request.meta or self.ledger is None:
+            return
+        lease = self.ledger.lease_of(request)
+        if lease is None or request.dont_filter or request.meta.get("allow_offsite"):
+            return
+        key = self.canonicalize(request.url)
+        if key is None or key == lease.url:
+            return
+        offsite = self._offsite
+        if offsite is not None and offsite(request.url, key, request, lease.depth):
+            self._count_refusal("offsite")
+            self.ledger.fail(lease, "offsite_redirect")
 
     def _on_request_dropped(self, request: Request, spider=None) -> None:
         """Scrapy dropped ``request`` before it reached the scheduler (e.g.

@@ -16,9 +16,10 @@ from functools import cache, lru_cache
 
 
 @cache
-def _extractor():
-    """The offline extractor, built on first use: a crawl of IP addresses
-    or ``localhost`` never imports ``tldextract`` nor parses its list."""
+def offline_extractor():
+    """The offline ``TLDExtract``, built on first use: a crawl of IP
+    addresses or ``localhost`` never imports ``tldextract`` nor parses its
+    list."""
     import tldextract
 
     # suffix_list_urls=() never fetches; cache_dir=None never touches the
@@ -40,7 +41,7 @@ def registered_domain(host: str) -> str:
         return host  # IPv6 / IPv4 literal: the address is the site
     if "." not in host:
         return host  # one label ("localhost", an intranet name): no suffix to split off
-    parts = _extractor()(host)
+    parts = offline_extractor()(host)
     if not parts.suffix or not parts.domain:
         return host
     return f"{parts.domain}.{parts.suffix}"
