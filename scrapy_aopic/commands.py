@@ -397,7 +397,7 @@ def open_redis_frontier(settings: Settings, spider_name: str | None, redis_key: 
     """The Redis frontier of ``spider_name``, opened without changing it."""
     try:
         from .connection import redis_params_from_settings
-        from .store.redis import RedisStore
+        from .store.redis import FrontierKeys, RedisStore
     except ImportError as exc:
         raise CommandError(
             f"AOPIC_BACKEND is 'redis' but the Redis backend is not available ({exc})"
@@ -429,8 +429,9 @@ def open_redis_frontier(settings: Settings, spider_name: str | None, redis_key: 
     try:
         server = get_redis(**params)
         server.ping()
-        stored_targets = server.hget(f"{redis_key}:tot", "lambda_targets")
-        exists = server.exists(f"{redis_key}:tot", f"{redis_key}:acct")
+        keys = FrontierKeys.of(redis_key)
+        stored_targets = server.hget(keys.tot, "lambda_targets")
+        exists = server.exists(keys.tot, keys.acct)
     except redis.exceptions.RedisError as exc:
         raise CommandError(f"cannot reach Redis at {where}: {exc}") from None
     if not exists:

@@ -250,16 +250,29 @@ class Frontier:
             return
         self._save_lane()
         self.update_stats()
-        error = self.engine.conservation_error()
-        injected = self.engine.totals().injected
-        self.stats.set_value("aopic/conservation_error", error)
-        if error > 1e-9 * max(injected, 1.0):
-            logger.error("aopic: cash conservation broken: error %.3g of %.6g injected", error, injected)
+        self._check_books()
         if self.export_path:
             path = self.export_importance(self.export_path)
             logger.info("aopic: importance ranking written to %s", path)
         self.crawler.signals.send_catch_log(aopic_signals.frontier_closing, frontier=self, reason=reason)
         self.store.close()
+
+    def _check_books(self) -> None:
+        """Recount the books (``aopic/conservation_error``), unless the
+        store leaves that to another worker of a shared crawl."""
+        if not self.store.claim_books_check():
+            self.stats.set_value("aopic/books_left_to_last_worker", 1)
+            logger.info(
+                "aopic: the books are recounted by the crawl's last worker, not at this "
+                "worker's close (another worker holds leases or is recounting); "
+                "`scrapy aopic stats` recounts them on demand"
+            )
+            return
+        error = self.engine.conservation_error()
+        injected = self.engine.totals().injected
+        self.stats.set_value("aopic/conservation_error", error)
+        if error > 1e-9 * max(injected, 1.0):
+            logger.error("aopic: cash conservation broken: error %.3g of %.6g injected", error, injected)
 
     # -- keys -----------------------------------------------------------------
 

@@ -213,6 +213,13 @@ class FrontierStore(ABC):
         t = self.totals()
         return accounts, t.lambda_cash, in_flight, t.injected
 
+    def claim_books_check(self) -> bool:
+        """Whether this process should :meth:`recount` the books as it
+        closes. A private store always should; a shared store lets only the
+        crawl's last worker do it (a recount is O(n) and blocks a shared
+        server), and says no to the others."""
+        return True
+
     @abstractmethod
     def iter_accounts(self) -> Iterator[AccountView]:
         """Every account, in no particular order (O(n): exports, checks)."""

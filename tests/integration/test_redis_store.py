@@ -63,8 +63,8 @@ def assert_queues_consistent(store: RedisStore) -> None:
     pending = {v.url: v for v in store.iter_accounts() if v.state == PENDING}
     queued = {}
     advertised = {}
-    for key in client.scan_iter(match=store._queue_prefix + "*"):
-        host = key[len(store._queue_prefix):].decode()
+    for key in client.scan_iter(match=store.keys.queue_prefix + "*"):
+        host = key[len(store.keys.queue_prefix):].decode()
         entries = client.zrange(key, 0, -1, withscores=True)
         assert entries, f"empty queue key left for {host}"
         for member, _score in entries:
@@ -521,12 +521,34 @@ def test_hostile_account_record_is_skipped(store, redis_server, caplog):
     lease = store.pop()
     assert lease.url == "http://b.test/fine"
     assert any("http://a.test/broken" in r.getMessage() for r in caplog.records)
+    # its queue score still told its cash: 5.0 went to lambda, and the
+    # account is refused (not pending: the crawl can end)
+    assert store.totals().lambda_cash == 5.0
+    assert store.get("http://a.test/broken").state == REFUSED
     # credit for the broken account goes to lambda instead of crashing
     store.settle_visit(lease.url, lease.lease_id, 1.0, 0.0, [Credit(link("http://a.test/broken"), 0.5)])
-    assert store.totals().lambda_cash == 1.0  # the 0.5 credit and the 0.5 remainder
-    assert {v.url for v in store.iter_accounts()} == {"http://b.test/fine"}
+    assert store.totals().lambda_cash == 6.0  # and the 0.5 credit and the 0.5 remainder
     assert store.pop() is None
+    assert store.totals().pending == 0 and store.activity() == (0, 0, 0)
+    assert_balanced(store)
 
+
+
+def test_hostile_record_with_a_hostile_queue_score_brings_no_cash(store, redis_server, caplog):
+    """A queue score that is not ours either (more cash than was ever
+    injected) is not believed: nothing goes to lambda for it, both are
+    named, and the crawl still ends."""
+    client = redis.Redis.from_url(redis_server.url)
+    store.inject(link("http://a.test/broken"), 5.0)
+    queue = store.keys.queue_prefix + "a.test"
+    (member,) = client.zrange(queue, 0, -1)
+    client.zadd(queue, {member: -1e300})
+    client.hset(store.keys["acct"], "http://a.test/broken", b"\x00not a record")
+    caplog.set_level(logging.WARNING, logger="scrapy_aopic.store.redis")
+    assert store.pop() is None
+    assert store.totals().lambda_cash == 0.0 and store.totals().pending == 0
+    assert any("queue score of http://a.test/broken" in r.getMessage() for r in caplog.records)
+    assert store.get("http://a.test/broken").state == REFUSED
 
 # -- Redis faults ------------------------------------------------------------------------------
 
@@ -585,6 +607,24 @@ def test_workers_must_agree_on_lambda_targets(redis_server):
     first.clear()
 
 
+
+def test_keys_share_one_cluster_slot_and_an_old_layout_is_refused(redis_server):
+    from redis.crc import key_slot
+
+    from scrapy_aopic.store.redis import key_tag
+
+    store = new_store(redis_server, key_prefix="slot:aopic")
+    store.inject(link("http://a.test/"), 1.0)
+    keys = redis.Redis.from_url(redis_server.url).keys(b"{slot:aopic}:*")
+    assert len(keys) >= 6 and len({key_slot(k) for k in keys}) == 1
+    assert key_tag("crawl:{shard1}") == "crawl:{shard1}" and key_tag("a{}b") == "{a{}b}"
+    store.clear()
+    client = redis.Redis.from_url(redis_server.url)
+    client.hset("old:aopic:tot", "injected", "1.0")  # written by an earlier version
+    with pytest.raises(ValueError, match="old key layout"):
+        new_store(redis_server, key_prefix="old:aopic")
+    client.delete("old:aopic:tot")
+
 def test_clear_deletes_only_its_own_keys(redis_server):
     a = new_store(redis_server, key_prefix="clear1")
     b = new_store(redis_server, key_prefix="clear10")
@@ -639,7 +679,7 @@ def test_seeds_taken_count_as_work_until_scheduled(store, monkeypatch):
     """Between a worker's take and its scheduling, the start-URLs key is
     empty and the frontier too: the claim keeps other workers from seeing
     the crawl idle (and closing) in that window. A dead taker's claim ends."""
-    import scrapy_aopic.store.redis as redis_store
+    import scrapy_aopic.store.redis.seeds as redis_seeds
 
     key = f"{store.key_prefix}:start_urls"
     store.server.rpush(key, b"http://a.example/", b"http://b.example/")
@@ -651,7 +691,7 @@ def test_seeds_taken_count_as_work_until_scheduled(store, monkeypatch):
     assert store.activity(key) == (0, 0, 0)
     assert store.take_seeds(key, 16) == []  # nothing taken: no claim
     assert store.activity(key) == (0, 0, 0)
-    monkeypatch.setattr(redis_store, "SEED_CLAIM_SECONDS", 0.05)
+    monkeypatch.setattr(redis_seeds, "SEED_CLAIM_SECONDS", 0.05)
     store.server.rpush(key, b"http://c.example/")
     assert store.take_seeds(key, 16) == [b"http://c.example/"]
     assert store.activity(key)[2] == 1

@@ -1,0 +1,740 @@
+-- The AOPIC frontier in Redis: one script, dispatched on ARGV[2]; every op
+-- runs atomically, mirroring MemoryStore operation by operation (the same
+-- float arithmetic in the same order).
+--
+-- KEYS (FrontierKeys.script_keys, all on the crawl's hash tag):
+--   1 tot  2 acct  3 req  4 alias  5 hosts  6 hadv  7 lease  8 ldl  9 hbusy
+-- ARGV: 1 the key tag, 2 op, 3 all-targets flag ('1': lambda pays every
+-- account, '0': pending ones only), 4.. the op's arguments.
+-- Floats travel as decimal strings: Python's repr in, '%.17g' out (Lua's
+-- tostring and redis.call's number conversion keep only 14 digits).
+-- Reply: {result, unreadable record...}: the records skipped as hostile
+-- follow the result, for the caller to log.
+
+local K_TOT, K_ACCT, K_REQ, K_ALIAS, K_HOSTS, K_HADV, K_LEASE, K_LDL, K_HBUSY =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+-- The two families of keys named by a host or a worker, chosen inside the
+-- script (which host's queue to pop is the script's decision): derived from
+-- the prefix, which carries the crawl's hash tag, so they share the declared
+-- keys' slot on a Redis Cluster.
+local P = ARGV[1]
+local QP = P .. ':q:'
+local OP = ARGV[2]
+local ALL = ARGV[3] == '1'
+local A = 4  -- first op argument
+
+local PENDING, LEASED, CRAWLED, FAILED, REFUSED, ALIAS = 0, 1, 2, 3, 4, 5
+local MAX_ALIAS_HOPS = 8
+local REC = '<BBdddddi4i4'
+local REC_SIZE = 50
+-- lease: id, cash, deadline, and the account's cash, mark, the dividend and
+-- the total in flight before the lease (to undo a lease exactly, see 'unlease')
+local LEASE_REC = '<ddddddd'
+local LEASE_SIZE = 56
+
+local function fmt(x) return string.format('%.17g', x) end
+
+local CORRUPT = {}
+local function corrupt(what) CORRUPT[#CORRUPT + 1] = what end
+
+-- totals ---------------------------------------------------------------
+local FIELDS = {'injected', 'lambda_cash', 'lambda_history', 'in_flight',
+  'history_sum', 'lambda_visits', 'visits', 'known', 'pending', 'leased',
+  'crawled', 'dividend', 'next_seq', 'next_lease'}
+local T, T0 = {}, {}
+do
+  local raw = redis.call('HGETALL', K_TOT)
+  for i = 1, #raw, 2 do T[raw[i]] = tonumber(raw[i + 1]) end
+  for _, f in ipairs(FIELDS) do
+    if T[f] == nil then T[f] = 0 end
+    T0[f] = T[f]
+  end
+end
+-- write back the totals that changed
+local function save_totals()
+  local args = {}
+  for _, f in ipairs(FIELDS) do
+    if T[f] ~= T0[f] then
+      args[#args + 1] = f
+      args[#args + 1] = fmt(T[f])
+    end
+  end
+  if #args > 0 then redis.call('HSET', K_TOT, unpack(args)) end
+end
+
+local function server_now(arg)
+  if arg ~= nil and arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+
+-- accounts -------------------------------------------------------------
+-- load: a table, nil (unknown) or false (record unreadable: hostile data)
+local function load(url)
+  local raw = redis.call('HGET', K_ACCT, url)
+  if not raw then return nil end
+  if #raw < REC_SIZE then corrupt(url); return false end
+  local ok, st, fl, cash, mark, hist, lv, seq, visits, depth, pos = pcall(struct.unpack, REC, raw)
+  if not ok or st > ALIAS or cash ~= cash or mark ~= mark or hist ~= hist then
+    corrupt(url); return false
+  end
+  return {url = url, state = st, flags = fl, cash = cash, mark = mark,
+    history = hist, lv = lv, seq = seq, visits = visits, depth = depth,
+    host = string.sub(raw, pos)}
+end
+
+local function save(a)
+  redis.call('HSET', K_ACCT, a.url, struct.pack(REC, a.state, a.flags, a.cash,
+    a.mark, a.history, a.lv, a.seq, a.visits, a.depth) .. a.host)
+end
+
+local function member(a) return struct.pack('>I8', a.seq) .. a.url end
+
+local function is_target(a)
+  local s = a.state
+  if ALL then return s == PENDING or s == LEASED or s == CRAWLED end
+  return s == PENDING
+end
+
+local function settle(a)
+  if is_target(a) and a.mark ~= T.dividend then
+    a.cash = a.cash + (T.dividend - a.mark)
+    a.mark = T.dividend
+  end
+end
+
+local function effective(a)
+  if is_target(a) then return a.cash + (T.dividend - a.mark) end
+  return a.cash
+end
+
+-- the host order: K_HOSTS holds each host with pending URLs, scored by its
+-- best entry, member seq8 .. host; K_HADV remembers what was advertised
+-- (seq8 .. score), read once per script per host (ADV)
+local ADV = {}
+local function adv_of(host)
+  local v = ADV[host]
+  if v == nil then
+    v = false
+    local raw = redis.call('HGET', K_HADV, host)
+    if raw and #raw > 8 then
+      local score = tonumber(string.sub(raw, 9))
+      if score then v = {seq8 = string.sub(raw, 1, 8), score = score} end
+    end
+    ADV[host] = v
+  end
+  return v
+end
+
+local function advertise(host, seq8, score_text)
+  redis.call('ZADD', K_HOSTS, score_text, seq8 .. host)
+  redis.call('HSET', K_HADV, host, seq8 .. score_text)
+  ADV[host] = {seq8 = seq8, score = tonumber(score_text)}
+end
+
+local function refresh_host(host)
+  local top = redis.call('ZRANGE', QP .. host, 0, 0, 'WITHSCORES')
+  local old = adv_of(host)
+  if #top == 0 then
+    if old then
+      redis.call('ZREM', K_HOSTS, old.seq8 .. host)
+      redis.call('HDEL', K_HADV, host)
+      ADV[host] = false
+    end
+    return
+  end
+  local seq8 = string.sub(top[1], 1, 8)
+  if old and old.seq8 == seq8 and old.score == tonumber(top[2]) then return end
+  if old and old.seq8 ~= seq8 then redis.call('ZREM', K_HOSTS, old.seq8 .. host) end
+  advertise(host, seq8, top[2])
+end
+
+-- hosts whose best entry may have changed: re-advertised once, before
+-- K_HOSTS is read and at the end of the op
+local DIRTY = {}
+local function flush_hosts()
+  for host in pairs(DIRTY) do
+    refresh_host(host)
+    DIRTY[host] = nil
+  end
+end
+
+-- queue ``a`` or change its priority (same member: seq8 .. url); the host
+-- needs re-advertising only if this entry is or beats its best
+local function push(a)
+  local host = a.host
+  local score = a.mark - a.cash
+  local seq8 = struct.pack('>I8', a.seq)
+  redis.call('ZADD', QP .. host, fmt(score), seq8 .. a.url)
+  if DIRTY[host] then return end
+  local adv = adv_of(host)
+  -- (sequence numbers compared as numbers: Lua compares strings with strcoll)
+  if not adv or adv.seq8 == seq8 or score < adv.score
+      or (score == adv.score and a.seq < struct.unpack('>I8', adv.seq8)) then
+    DIRTY[host] = true
+  end
+end
+
+local function unpush(a)
+  local seq8 = struct.pack('>I8', a.seq)
+  redis.call('ZREM', QP .. a.host, seq8 .. a.url)
+  if DIRTY[a.host] then return end
+  local adv = adv_of(a.host)
+  if not adv or adv.seq8 == seq8 then DIRTY[a.host] = true end
+end
+
+local function new_account(url, host, depth, req, cash, queue)
+  local a = {url = url, state = PENDING, flags = 0, cash = cash, mark = T.dividend,
+    history = 0, lv = 0, seq = T.next_seq, visits = 0, depth = depth, host = host}
+  T.next_seq = T.next_seq + 1
+  T.known = T.known + 1
+  T.pending = T.pending + 1
+  save(a)
+  if req ~= '' then redis.call('HSET', K_REQ, url, req) end
+  if queue then push(a) end
+  return a
+end
+
+local function count(state, delta)
+  if state == PENDING then T.pending = T.pending + delta
+  elseif state == LEASED then T.leased = T.leased + delta
+  elseif state == CRAWLED then T.crawled = T.crawled + delta end
+end
+
+-- settle the dividend before leaving the target set; start at the current
+-- dividend when entering it (MemoryStore._set_state)
+local function set_state(a, state)
+  local was = is_target(a)
+  if was then settle(a) end
+  count(a.state, -1)
+  a.state = state
+  count(state, 1)
+  if not was and is_target(a) then a.mark = T.dividend end
+end
+
+-- follow aliases: url, account (nil / false / table), ok
+local function resolve(url)
+  local a = load(url)
+  local hops = 0
+  while a and a.state == ALIAS do
+    if hops == MAX_ALIAS_HOPS then return url, a, false end
+    local target = redis.call('HGET', K_ALIAS, url)
+    if not target then corrupt(url); return url, false, false end
+    url = target
+    a = load(url)
+    hops = hops + 1
+  end
+  return url, a, true
+end
+
+local function to_lambda(amount) T.lambda_cash = T.lambda_cash + amount end
+
+-- An account whose record is unreadable, met at the head of its queue. The
+-- queue score still tells its cash (the score is mark - cash, so the cash
+-- with its lambda dividend is dividend - score): it goes to lambda, and the
+-- account is rewritten as refused, never fetched nor counted pending again.
+-- Without this the crawl never ends (one pending URL nobody can lease).
+local function write_off(url, host, score)
+  local cash = score and (T.dividend - score)
+  if cash == nil or cash ~= cash or cash < 0 or cash > T.injected then
+    corrupt('queue score of ' .. url)  -- not ours either: nothing to recover
+    cash = 0
+  end
+  to_lambda(cash)
+  T.pending = T.pending - 1
+  save({url = url, state = REFUSED, flags = 0, cash = 0, mark = T.dividend,
+    history = 0, lv = 0, seq = 0, visits = 0, depth = 0, host = host})
+end
+
+local function credit(lurl, host, depth, req, amount)
+  local url, a, ok = resolve(lurl)
+  if not ok or a == false then to_lambda(amount); return end
+  if a == nil then
+    if url ~= lurl then to_lambda(amount); return end
+    new_account(lurl, host, depth, req, amount, true)
+    return
+  end
+  local state = a.state
+  if state == REFUSED or state == FAILED then to_lambda(amount); return end
+  local changed = false
+  if amount ~= 0 then a.cash = a.cash + amount; changed = true end
+  if depth < a.depth then a.depth = depth; changed = true end
+  if changed then save(a) end
+  if state == PENDING and amount ~= 0 then push(a) end
+end
+
+-- leases ---------------------------------------------------------------
+local function open_lease(a, deadline)
+  local before_cash, before_mark, before_flight = a.cash, a.mark, T.in_flight
+  set_state(a, LEASED)
+  local cash = a.cash
+  a.cash = 0
+  T.next_lease = T.next_lease + 1
+  local id = T.next_lease
+  redis.call('HSET', K_LEASE, a.url, struct.pack(LEASE_REC, id, cash, deadline,
+    before_cash, before_mark, T.dividend, before_flight))
+  redis.call('ZADD', K_LDL, fmt(deadline), a.url)
+  redis.call('HINCRBY', K_HBUSY, a.host, 1)
+  T.in_flight = T.in_flight + cash
+  save(a)
+  return {a = a, id = id, cash = cash}
+end
+
+-- a lease as a flat reply: one binary header (exact doubles, cheap to parse)
+-- then url, host and the stored request (or nil)
+local LEASE_HEAD = '<BdddBdddddd'
+local function lease_reply(l, paid, reclaimed)
+  if not l then
+    return {struct.pack(LEASE_HEAD, 0, 0, 0, 0, 0, 0, 0, 0, paid, T.pending, reclaimed), false, false, false}
+  end
+  local a = l.a
+  return {struct.pack(LEASE_HEAD, 1, l.id, l.cash, a.history, a.flags % 2, a.lv, a.visits, a.depth,
+      paid, T.pending, reclaimed),
+    a.url, a.host, redis.call('HGET', K_REQ, a.url)}
+end
+
+-- close lease ``id`` of ``url``: account (dividend settled) and its cash, or nil
+local function close_lease(url, id)
+  local raw = redis.call('HGET', K_LEASE, url)
+  if not raw then return nil end
+  local ok, lid, cash, _, before_cash, before_mark, before_dividend, before_flight =
+    pcall(struct.unpack, LEASE_REC, raw)
+  if not ok or #raw ~= LEASE_SIZE then
+    corrupt('lease ' .. url)
+    redis.call('HDEL', K_LEASE, url)
+    redis.call('ZREM', K_LDL, url)
+    return nil
+  end
+  if id ~= nil and lid ~= id then return nil end
+  redis.call('HDEL', K_LEASE, url)
+  redis.call('ZREM', K_LDL, url)
+  local flight = T.in_flight
+  -- recount from scratch when nothing is in flight: no float drift
+  if redis.call('HLEN', K_LEASE) == 0 then T.in_flight = 0 else T.in_flight = T.in_flight - cash end
+  local a = load(url)
+  if not a then
+    to_lambda(cash)  -- nowhere to return it: keep the books balanced
+    return nil
+  end
+  if redis.call('HINCRBY', K_HBUSY, a.host, -1) <= 0 then redis.call('HDEL', K_HBUSY, a.host) end
+  settle(a)
+  return a, cash, {before_cash, before_mark, before_dividend, before_flight, flight}
+end
+
+local function requeue(url, id)
+  local a, cash = close_lease(url, id)
+  if not a then return false end
+  set_state(a, PENDING)
+  a.cash = a.cash + cash
+  save(a)
+  push(a)
+  return true
+end
+
+-- undo a lease nobody used (the host was not ready after all): the account
+-- gets back its exact cash and mark, so its key and place do not move by an
+-- ulp; if cash or a payout arrived meanwhile, a plain requeue
+local function unlease(url, id)
+  local a, cash, before = close_lease(url, id)
+  if not a then return false end
+  local exact = a.cash == 0 and before[3] == T.dividend
+  set_state(a, PENDING)
+  if exact then
+    a.cash = before[1]
+    a.mark = before[2]
+    -- no lease opened or closed meanwhile: the total is what it was
+    if before[5] == before[4] + cash then T.in_flight = before[4] end
+  else
+    a.cash = a.cash + cash
+  end
+  save(a)
+  push(a)
+  return true
+end
+
+local function reclaim(now, limit)
+  if limit <= 0 then return 0 end
+  local urls = redis.call('ZRANGEBYSCORE', K_LDL, '-inf', fmt(now), 'LIMIT', 0, limit)
+  local n = 0
+  for _, url in ipairs(urls) do
+    if redis.call('HEXISTS', K_LEASE, url) == 0 then
+      redis.call('ZREM', K_LDL, url)
+    elseif requeue(url, nil) then
+      n = n + 1
+    else
+      redis.call('ZREM', K_LDL, url)
+    end
+  end
+  return n
+end
+
+-- selection ------------------------------------------------------------
+local function richest()
+  flush_hosts()
+  local top = redis.call('ZRANGE', K_HOSTS, 0, 0)
+  if #top == 0 then return nil end
+  local host = string.sub(top[1], 9)
+  local entry = redis.call('ZRANGE', QP .. host, 0, 0)
+  if #entry == 0 then return nil end
+  local url = string.sub(entry[1], 9)
+  local a = load(url)
+  if not a then return nil end
+  return url, effective(a)
+end
+
+local function visit_lambda()
+  local targets = T.pending
+  if ALL then targets = targets + T.leased + T.crawled end
+  local amount = T.lambda_cash
+  if targets == 0 or amount <= 0 then return 0 end
+  T.dividend = T.dividend + amount / targets
+  T.lambda_cash = 0
+  T.lambda_history = T.lambda_history + amount
+  T.history_sum = T.history_sum + amount
+  T.lambda_visits = T.lambda_visits + 1
+  return amount
+end
+
+local function lambda_if_due()
+  if T.lambda_cash <= 0 then return 0 end
+  local _, cash = richest()
+  if cash ~= nil and T.lambda_cash < cash then return 0 end
+  return visit_lambda()
+end
+
+-- lease the richest pending URL of a host not excluded and under the cap
+local function head_cash(host)
+  local entry = redis.call('ZRANGE', QP .. host, 0, 0)
+  if #entry == 0 then return nil end
+  local a = load(string.sub(entry[1], 9))
+  if not a then return nil end
+  return effective(a)
+end
+
+-- min_share > 0: stop (nil) at the first host whose best URL holds less than
+-- min_share times the richest pending URL's cash (MemoryStore.pop)
+local function pop(cap, deadline, excluded, min_share)
+  flush_hosts()
+  local offset, size = 0, 4  -- the first host almost always qualifies
+  local repairs = 0
+  local floor = nil
+  while true do
+    local batch = redis.call('ZRANGE', K_HOSTS, offset, offset + size - 1)
+    if #batch == 0 then return nil end
+    local rescan = false
+    for _, m in ipairs(batch) do
+      local host = string.sub(m, 9)
+      if min_share > 0 then
+        local cash = head_cash(host)
+        if cash ~= nil then
+          if floor == nil then
+            floor = cash * min_share  -- hosts come richest first
+          elseif cash < floor then
+            return nil
+          end
+        end
+      end
+      if not excluded[host] and (cap <= 0 or (tonumber(redis.call('HGET', K_HBUSY, host)) or 0) < cap) then
+        local q = QP .. host
+        local top = redis.call('ZPOPMIN', q)
+        if #top > 0 then
+          local url = string.sub(top[1], 9)
+          local a = load(url)
+          if a and a.state == PENDING and a.host == host then
+            -- advertise the host's next entry in place of ``m``
+            local nxt = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
+            redis.call('ZREM', K_HOSTS, m)
+            if #nxt == 0 then
+              redis.call('HDEL', K_HADV, host)
+              ADV[host] = false
+            else
+              advertise(host, string.sub(nxt[1], 1, 8), nxt[2])
+            end
+            return open_lease(a, deadline)
+          end
+          if a == false then
+            write_off(url, host, tonumber(top[2]))
+          elseif a then
+            corrupt('queue entry ' .. url)
+          end
+        end
+        -- an entry or advertisement that does not match the books: repair, rescan
+        ADV[host] = nil  -- reread: the advertisement may be what is wrong
+        refresh_host(host)
+        local adv = adv_of(host)
+        if not adv or adv.seq8 .. host ~= m then redis.call('ZREM', K_HOSTS, m) end
+        repairs = repairs + 1
+        rescan = true
+        break
+      end
+    end
+    if rescan then
+      offset, size, floor = 0, 4, nil
+      if repairs > 1000 then return nil end
+    else
+      offset = offset + size
+      size = math.min(size * 4, 256)
+    end
+  end
+end
+
+-- ops ------------------------------------------------------------------
+local result
+
+if OP == 'inject' then
+  -- url host depth req cash
+  local url = ARGV[A]
+  if redis.call('HEXISTS', K_ACCT, url) == 1 then
+    result = 0
+  else
+    local cash = tonumber(ARGV[A + 4])
+    T.injected = T.injected + cash
+    new_account(url, ARGV[A + 1], tonumber(ARGV[A + 2]), ARGV[A + 3], cash, true)
+    result = 1
+  end
+
+elseif OP == 'register' then
+  -- url host depth req -> previous state, or -1 when new
+  local lurl, depth = ARGV[A], tonumber(ARGV[A + 2])
+  local url, a = resolve(lurl)
+  if a == nil then
+    if url == lurl then
+      new_account(lurl, ARGV[A + 1], depth, ARGV[A + 3], 0, true)
+      result = -1
+    else
+      result = ALIAS
+    end
+  elseif a == false then
+    result = REFUSED
+  else
+    if depth < a.depth then a.depth = depth; save(a) end
+    result = a.state
+  end
+
+elseif OP == 'repend' then
+  -- url host depth req
+  local url, a, ok = resolve(ARGV[A])
+  if not ok or not a or (a.state ~= CRAWLED and a.state ~= FAILED) then
+    result = 0
+  else
+    if ARGV[A + 3] ~= '' then redis.call('HSET', K_REQ, url, ARGV[A + 3]) end
+    set_state(a, PENDING)
+    save(a)
+    push(a)
+    result = 1
+  end
+
+elseif OP == 'pop' then
+  -- cap timeout reclaim-limit now visit-lambda min-share token excluded-host...
+  -- -> {lease or false, lambda payout, pending count, leases reclaimed}
+  -- token 'worker:seq' (or ''): a pop resent after its reply was lost (a
+  -- connection failure) gets the lease the first one opened, not another
+  local token = ARGV[A + 6]
+  local tkey, tseq
+  if token ~= '' then
+    local worker
+    worker, tseq = string.match(token, '^(.*):([^:]*)$')
+    if worker then
+      tkey = P .. ':pop:' .. worker
+      local prev = redis.call('GET', tkey)
+      if prev then
+        local seq, id, url = string.match(prev, '^([^\n]*)\n([^\n]*)\n(.*)$')
+        if seq == tseq then
+          local raw = redis.call('HGET', K_LEASE, url)
+          local a = load(url)
+          if raw and #raw == LEASE_SIZE and a and a.state == LEASED then
+            local lid, cash = struct.unpack('<dd', raw)
+            if fmt(lid) == id then
+              return lease_reply({a = a, id = lid, cash = cash}, 0, 0)
+            end
+          end
+        end
+      end
+    end
+  end
+  local now = server_now(ARGV[A + 3])
+  local reclaimed = reclaim(now, tonumber(ARGV[A + 2]))
+  local paid = 0
+  if ARGV[A + 4] == '1' then paid = lambda_if_due() end
+  local excluded = {}
+  for i = A + 7, #ARGV do excluded[ARGV[i]] = true end
+  local timeout = tonumber(ARGV[A + 1])
+  local lease = pop(tonumber(ARGV[A]), now + timeout, excluded, tonumber(ARGV[A + 5]))
+  if lease and tkey then
+    redis.call('SET', tkey, tseq .. '\n' .. fmt(lease.id) .. '\n' .. lease.a.url,
+      'PX', math.floor(timeout * 1000) + 1000)
+  end
+  flush_hosts()
+  save_totals()
+  local reply = lease_reply(lease, paid, reclaimed)
+  for _, what in ipairs(CORRUPT) do reply[#reply + 1] = what end
+  return reply
+
+elseif OP == 'take' then
+  -- url timeout now
+  local a = load(ARGV[A])
+  local lease = nil
+  if a and a.state == PENDING then
+    unpush(a)
+    lease = open_lease(a, server_now(ARGV[A + 2]) + tonumber(ARGV[A + 1]))
+  end
+  flush_hosts()
+  save_totals()
+  local reply = lease_reply(lease, 0, 0)
+  for _, what in ipairs(CORRUPT) do reply[#reply + 1] = what end
+  return reply
+
+elseif OP == 'visit_lambda' then
+  result = fmt(visit_lambda())
+
+elseif OP == 'settle_visit' then
+  -- url id history visited_at, then (url host depth req amount) per credit
+  local a, cash = close_lease(ARGV[A], tonumber(ARGV[A + 1]))
+  if not a then
+    result = 0
+  else
+    set_state(a, CRAWLED)
+    local history = tonumber(ARGV[A + 2])
+    T.history_sum = T.history_sum + (history - a.history)
+    a.history = history
+    a.lv = tonumber(ARGV[A + 3])
+    if a.flags % 2 == 0 then a.flags = a.flags + 1 end
+    a.visits = a.visits + 1
+    T.visits = T.visits + 1
+    save(a)  -- before the credits: one may reach this account through an alias
+    local paid = 0
+    for i = A + 4, #ARGV, 5 do
+      local amount = tonumber(ARGV[i + 4])
+      paid = paid + amount
+      credit(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], amount)
+    end
+    to_lambda(cash - paid)
+    result = 1
+  end
+
+elseif OP == 'settle_failure' then
+  -- url id refuse
+  local a, cash = close_lease(ARGV[A], tonumber(ARGV[A + 1]))
+  if not a then
+    result = 0
+  else
+    if ARGV[A + 2] == '1' then set_state(a, REFUSED) else set_state(a, FAILED) end
+    to_lambda(cash + a.cash)
+    a.cash = 0
+    save(a)
+    result = 1
+  end
+
+elseif OP == 'settle_transfer' then
+  -- url id target-url target-host target-depth target-req
+  local url, turl = ARGV[A], ARGV[A + 2]
+  if turl == url then
+    -- a retry: requeue, keeping the new request (its retry count) if any
+    if requeue(url, tonumber(ARGV[A + 1])) then
+      if ARGV[A + 5] ~= '' then redis.call('HSET', K_REQ, url, ARGV[A + 5]) end
+      result = 1
+    else
+      result = 0
+    end
+  else
+    local a, cash = close_lease(url, tonumber(ARGV[A + 1]))
+    if not a then
+      result = 0
+    else
+      set_state(a, ALIAS)
+      local amount = cash + a.cash
+      a.cash = 0
+      redis.call('HSET', K_ALIAS, url, turl)
+      redis.call('HDEL', K_REQ, url)
+      save(a)
+      credit(turl, ARGV[A + 3], math.min(tonumber(ARGV[A + 4]), a.depth), ARGV[A + 5], amount)
+      result = 1
+    end
+  end
+
+elseif OP == 'settle_requeue' then
+  if requeue(ARGV[A], tonumber(ARGV[A + 1])) then result = 1 else result = 0 end
+
+elseif OP == 'refuse' then
+  -- url host depth
+  local url = ARGV[A]
+  local a = load(url)
+  if a == nil then a = new_account(url, ARGV[A + 1], tonumber(ARGV[A + 2]), '', 0, false) end
+  if a and (a.state == PENDING or a.state == CRAWLED or a.state == FAILED) then
+    if a.state == PENDING then unpush(a) end
+    set_state(a, REFUSED)
+    to_lambda(a.cash)
+    a.cash = 0
+    save(a)
+  end
+  result = 0
+
+elseif OP == 'unlease' then
+  if unlease(ARGV[A], tonumber(ARGV[A + 1])) then result = 1 else result = 0 end
+
+elseif OP == 'reclaim' then
+  -- now limit
+  result = reclaim(server_now(ARGV[A]), tonumber(ARGV[A + 1]))
+
+elseif OP == 'ping' then
+  return {1}
+
+elseif OP == 'recount' then
+  -- one consistent recount of the books (O(n), blocks Redis meanwhile):
+  -- {account cash, lambda, in flight (leases), injected, accounts}
+  -- Neumaier-compensated sums: n terms lose no more than one rounding
+  local function adder()
+    local sum, c = 0, 0
+    return function(x)
+      if x == nil then return sum + c end
+      local t = sum + x
+      if math.abs(sum) >= math.abs(x) then c = c + ((sum - t) + x) else c = c + ((x - t) + sum) end
+      sum = t
+    end
+  end
+  local cash, flight, n = adder(), adder(), 0
+  local cursor = '0'
+  repeat
+    local page = redis.call('HSCAN', K_ACCT, cursor, 'COUNT', 1000)
+    cursor = page[1]
+    local items = page[2]
+    for i = 1, #items, 2 do
+      local raw = items[i + 1]
+      if #raw >= REC_SIZE then
+        local st, _, c, mark = struct.unpack('<BBdd', raw)
+        if (ALL and (st == PENDING or st == LEASED or st == CRAWLED)) or st == PENDING then
+          c = c + (T.dividend - mark)
+        end
+        cash(c)
+        n = n + 1
+      end
+    end
+  until cursor == '0'
+  cursor = '0'
+  repeat
+    local page = redis.call('HSCAN', K_LEASE, cursor, 'COUNT', 1000)
+    cursor = page[1]
+    local items = page[2]
+    for i = 1, #items, 2 do
+      if #items[i + 1] == LEASE_SIZE then
+        local _, c = struct.unpack(LEASE_REC, items[i + 1])
+        flight(c)
+      end
+    end
+  until cursor == '0'
+  return {fmt(cash()), fmt(T.lambda_cash), fmt(flight()), fmt(T.injected), n}
+
+elseif OP == 'peek' then
+  local url, cash = richest()
+  local reply = {url or false, cash and fmt(cash) or false}
+  for _, what in ipairs(CORRUPT) do reply[#reply + 1] = what end
+  return reply
+
+else
+  return redis.error_reply('aopic: unknown op ' .. tostring(OP))
+end
+
+flush_hosts()
+save_totals()
+if result == nil then result = false end
+return {result, unpack(CORRUPT)}

@@ -1,0 +1,659 @@
+"""The store operations of the Redis frontier: one ``frontier.lua`` call
+per operation (see the package's docstring for the key layout)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import time
+import uuid
+from collections.abc import Callable, Collection, Iterable, Iterator
+from typing import Any
+
+import redis
+
+from ..base import (
+    ALIAS,
+    CRAWLED,
+    LEASED,
+    PENDING,
+    AccountView,
+    Credit,
+    FrontierLost,
+    FrontierStore,
+    Lease,
+    Link,
+    StoreUnavailable,
+    Totals,
+)
+from .keys import FrontierKeys, delete_frontier
+from .records import LEASE, LEASE_HEAD, RECORD, decode_request_data, encode_request_data, fmt, text
+from .scripts import FRONTIER, LuaScript, ScriptConnection, pack_call
+from .seeds import SharedSeeds
+
+logger = logging.getLogger(__name__)
+
+_RETRYABLE = (redis.ConnectionError, redis.TimeoutError)
+
+#: Seconds one worker's claim to recount the books at its close lasts.
+BOOKS_CLAIM_SECONDS = 60
+
+#: Script ops that change nothing (or only what ``pop`` reports itself).
+_READ_OPS = frozenset({"pop", "peek", "ping", "recount"})
+
+
+class RedisStore(SharedSeeds, FrontierStore):
+    """:class:`~scrapy_aopic.store.base.FrontierStore` in Redis, shared by workers.
+
+    :param server: a ``redis.Redis`` client created with
+        ``decode_responses=False`` (records are binary).
+    :param key_prefix: prefix of every key (e.g. ``"myspider:aopic"``).
+    :param lambda_targets: ``"pending"`` or ``"all"``; every worker of a crawl
+        must use the same value.
+    :param host_concurrency: most open leases per host across all workers
+        (``CONCURRENT_REQUESTS_PER_DOMAIN``); ``0`` means no cap.
+    :param lease_timeout: seconds (Redis server time) after which a lease
+        nobody settled is requeued by the next :meth:`pop` — a dead worker's
+        requests come back. Make it longer than a download can take.
+    :param retry_timeout: how long a call keeps retrying while Redis is
+        unreachable before it raises; ``0`` fails at once.
+    :param reclaim_batch: expired leases requeued per :meth:`pop`.
+    :param owns_server: :meth:`close` also closes ``server``'s connections.
+    :param readonly: for tools that only read: the constructor does not
+        record the lambda targets of a frontier that has none yet.
+    """
+
+    shared = True
+
+    def __init__(
+        self,
+        server: redis.Redis,
+        key_prefix: str = "aopic",
+        lambda_targets: str = "pending",
+        *,
+        host_concurrency: int = 8,
+        lease_timeout: float = 600.0,
+        retry_timeout: float = 300.0,
+        reclaim_batch: int = 16,
+        owns_server: bool = False,
+        readonly: bool = False,
+    ):
+        if lambda_targets not in ("pending", "all"):
+            raise ValueError(
+                f"AOPIC_LAMBDA_TARGETS must be 'pending' or 'all', got {lambda_targets!r}"
+            )
+        if not lease_timeout > 0:
+            raise ValueError(f"lease_timeout must be > 0 seconds, got {lease_timeout!r}")
+        if server.get_encoder().decode_responses:
+            raise ValueError("RedisStore needs a Redis client with decode_responses=False")
+        self.server = server
+        self.key_prefix = key_prefix
+        self.lambda_targets = lambda_targets
+        self._all_flag = "1" if lambda_targets == "all" else "0"
+        self.host_concurrency = int(host_concurrency or 0)
+        self.lease_timeout = float(lease_timeout)
+        self.retry_timeout = float(retry_timeout)
+        self.reclaim_batch = int(reclaim_batch)
+        self._owns_server = owns_server
+        #: a reader (``scrapy aopic``): the constructor writes nothing
+        self.readonly = readonly
+        self._scripts = ScriptConnection(server)
+        #: lambda payout made by the last :meth:`pop` (``visit_lambda=True``)
+        self.last_lambda_payout = 0.0
+        #: pending URLs right after the last :meth:`pop`
+        self.last_pending = 0
+        #: expired leases the last :meth:`pop` requeued
+        self.last_reclaimed = 0
+        # Whether ``last_pending`` still holds: no change by this process
+        # since it was read (other workers' changes are seen by the next pop).
+        self._pending_fresh = False
+        self._seed_claims: list[str] = []  # see take_seeds
+        # pop tokens (see the script's 'pop'): this worker's id and a counter
+        self._worker_id = ""
+        self._token_pid = 0
+        self._pop_seq = 0
+        #: every key name of this frontier (hash-tagged: one Cluster slot)
+        self.keys = FrontierKeys.of(key_prefix)
+        self._script_keys = [key.encode() for key in self.keys.script_keys]
+        self._tag_arg = self.keys.tag.encode()
+        self._refuse_old_layout()
+        self._check_lambda_targets()
+        #: the identity of the frontier this store opened (``P:epoch``)
+        self.epoch = self._open_epoch()
+
+    @classmethod
+    def from_url(cls, url: str, key_prefix: str = "aopic", lambda_targets: str = "pending", **kwargs) -> RedisStore:
+        """A store on the Redis at ``url`` (``redis://host:port/db``)."""
+        # a Redis that hangs (stopped, network partition) must raise, not block forever
+        server = redis.Redis.from_url(url, decode_responses=False, socket_timeout=30, socket_connect_timeout=10)
+        return cls(server, key_prefix, lambda_targets, owns_server=True, **kwargs)
+
+    @classmethod
+    def from_settings(cls, settings, key_prefix: str, lambda_targets: str = "pending", **kwargs) -> RedisStore:
+        """A store on the Redis described by Scrapy ``settings`` (``REDIS_URL``,
+        ``REDIS_PARAMS``, ``REDIS_HOST`` / ``REDIS_PORT``, as in scrapy-redis)."""
+        from ...connection import get_redis_from_settings
+
+        return cls(get_redis_from_settings(settings), key_prefix, lambda_targets, owns_server=True, **kwargs)
+
+    @classmethod
+    def from_crawler(cls, crawler, spider, lambda_targets: str = "pending", **kwargs) -> RedisStore:
+        """The shared frontier of ``spider``'s crawl, configured by the
+        crawler's settings (``AOPIC_REDIS_*``, scrapy-redis' ``REDIS_*``).
+
+        ``SCHEDULER_FLUSH_ON_START`` deletes the frontier first: set it only
+        on the *first* worker of a fresh crawl (any later worker would wipe
+        what the others did).
+        """
+        from ... import settings as aopic_settings
+        from ...connection import format_key, get_redis_from_settings
+
+        settings = crawler.settings
+        prefix = format_key(aopic_settings.get(settings, "AOPIC_REDIS_KEY"), spider)
+        host_concurrency = aopic_settings.get(settings, "AOPIC_REDIS_HOST_CONCURRENCY")
+        if host_concurrency is None:
+            host_concurrency = settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN", 8)
+        kwargs.setdefault("host_concurrency", int(host_concurrency))
+        kwargs.setdefault("lease_timeout", aopic_settings.get_float(settings, "AOPIC_REDIS_LEASE_TIMEOUT"))
+        kwargs.setdefault("retry_timeout", aopic_settings.get_float(settings, "AOPIC_REDIS_RETRY_TIMEOUT"))
+        server = get_redis_from_settings(settings)
+        if settings.getbool("SCHEDULER_FLUSH_ON_START"):
+            deleted = delete_frontier(server, prefix)
+            logger.info("aopic: SCHEDULER_FLUSH_ON_START: deleted the %d keys of frontier %s", deleted, prefix)
+        store = cls(server, prefix, lambda_targets, owns_server=True, **kwargs)
+        totals = store.totals()
+        logger.info(
+            "aopic: shared frontier %s on Redis %s (%d known, %d pending, %d leased)",
+            prefix, store._where(), totals.known, totals.pending, totals.leased,
+        )
+        return store
+
+    # -- plumbing -------------------------------------------------------------
+
+    def _retrying(self, what: str, call: Callable[[], Any]) -> Any:
+        """Run ``call``; while Redis is unreachable, log and retry with backoff
+        for up to ``retry_timeout`` seconds."""
+        failures = 0
+        delay = 0.05
+        give_up_at = None
+        while True:
+            try:
+                result = call()
+            except _RETRYABLE as exc:
+                now = time.monotonic()
+                if give_up_at is None:
+                    give_up_at = now + self.retry_timeout
+                failures += 1
+                if now >= give_up_at:
+                    raise StoreUnavailable(
+                        f"Redis at {self._where()} unreachable for {self.retry_timeout:.0f}s "
+                        f"({type(exc).__name__}: {exc}); gave up on {what}"
+                    ) from exc
+                logger.warning(
+                    "aopic: Redis at %s unreachable (%s: %s); %s retry %d in %.2fs",
+                    self._where(), type(exc).__name__, exc, what, failures, delay,
+                )
+                time.sleep(min(delay, max(0.0, give_up_at - now)))
+                delay = min(delay * 2, 5.0)
+                continue
+            if failures:
+                logger.warning("aopic: Redis at %s is back; %s succeeded after %d retries",
+                               self._where(), what, failures)
+            return result
+
+    def _where(self) -> str:
+        kwargs = self.server.connection_pool.connection_kwargs
+        if "path" in kwargs:
+            return kwargs["path"]
+        return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
+
+    def _run(self, op: str, *args: Any, head: int = 0) -> Any:
+        """Run script ``op``; log hostile records it skipped (listed after
+        the result); return the result (``head=0``) or the first ``head``
+        elements of the reply."""
+        if op not in _READ_OPS:
+            self._pending_fresh = False
+        command = self._command(op, *args)
+        reply = self._retrying(op, lambda: self._scripts.call(FRONTIER, command))
+        return self._result(reply, head)
+
+    def _command(self, op: str, *args: Any) -> bytes:
+        """The packed ``frontier.lua`` call of ``op``."""
+        return pack_call(FRONTIER, self._script_keys, (self._tag_arg, op, self._all_flag, *args))
+
+    @staticmethod
+    def _result(reply: list, head: int = 0) -> Any:
+        """The result of a ``frontier.lua`` reply; the hostile records the
+        script skipped (listed after the result) are logged."""
+        size = head or 1
+        for what in reply[size:]:
+            logger.warning(
+                "aopic: unreadable frontier data in Redis for %s (not written by this "
+                "store); skipped, its cash goes to lambda",
+                text(what),
+            )
+        return reply[:size] if head else reply[0]
+
+    def _script(self, what: str, script: LuaScript, keys: list, args: list | tuple) -> Any:
+        """Run a helper script (seeds, activity) with its declared keys."""
+        return self._retrying(what, lambda: self._scripts.call(script, pack_call(script, keys, args)))
+
+    def _open_epoch(self) -> str | None:
+        """The frontier's identity, written when it is created: a Redis that
+        restarts empty loses it, which :meth:`check_epoch` notices."""
+        key = self.keys["epoch"]
+
+        def open_epoch():
+            if not self.readonly:
+                self.server.set(key, uuid.uuid4().hex, nx=True)
+            return self.server.get(key)
+
+        return text(self._retrying("epoch", open_epoch))
+
+    def check_epoch(self) -> None:
+        """Raise :class:`FrontierLost` when the frontier this store opened is
+        gone (its identity key missing or replaced): an empty Redis must not
+        look like a finished crawl."""
+        if self.epoch is None:
+            return  # a reader of a frontier that had none
+        current = text(self._retrying("epoch", lambda: self.server.get(self.keys["epoch"])))
+        if current != self.epoch:
+            raise FrontierLost(
+                f"the shared frontier {self.key_prefix} on Redis {self._where()} is gone "
+                f"(identity {self.epoch} now {current or 'missing'}): Redis lost its data "
+                "(restarted without persistence?) or the keys were deleted"
+            )
+
+    def _refuse_old_layout(self) -> None:
+        """A frontier written before the keys carried a hash tag
+        (``prefix:tot`` instead of ``{prefix}:tot``) is not silently ignored
+        (a new, empty frontier would re-crawl everything): say so and stop."""
+        if self.keys.tag == self.key_prefix:
+            return  # the prefix is its own tag: the layout never changed
+        old, new = f"{self.key_prefix}:tot", self.keys.tot
+        found = self._retrying("setup", lambda: (self.server.exists(old), self.server.exists(new)))
+        if found[0] and not found[1]:
+            raise ValueError(
+                f"Redis holds a frontier under the old key layout ({old}); this version names "
+                f"its keys {self.keys.tag}:*. Finish that crawl with the version that started it, "
+                f"or delete its keys (redis-cli --scan --pattern '{self.key_prefix}:*' | xargs "
+                "redis-cli unlink) to start afresh (see docs/troubleshooting.rst)"
+            )
+
+    def _check_lambda_targets(self) -> None:
+        """Record the crawl's lambda targets; refuse to join with another value."""
+        key = self.keys["tot"]
+
+        def check():
+            stored = self.server.hget(key, "lambda_targets")
+            if stored is None and not self.readonly:
+                self.server.hsetnx(key, "lambda_targets", self.lambda_targets)
+                stored = self.server.hget(key, "lambda_targets")
+            return stored
+
+        stored = text(self._retrying("setup", check))
+        if stored is not None and stored != self.lambda_targets:
+            raise ValueError(
+                f"the frontier at {key} was started with AOPIC_LAMBDA_TARGETS={stored!r}; "
+                f"this worker uses {self.lambda_targets!r}"
+            )
+
+    def _lease(self, reply: list) -> tuple[Lease | None, float, int, int]:
+        """``(lease or None, lambda payout, pending, reclaimed)`` of a
+        pop / take reply (see ``lease_reply`` in the script)."""
+        header, url, host, req = reply
+        (has, lease_id, cash, history, has_last, last_visit, visits, depth,
+         paid, pending, reclaimed) = LEASE_HEAD.unpack(header)
+        if not has:
+            return None, paid, int(pending), int(reclaimed)
+        url = text(url)
+        lease = Lease(
+            url,
+            int(lease_id),
+            cash,
+            text(host),
+            int(depth),
+            decode_request_data(url, req),
+            history,
+            last_visit if has_last else None,
+            int(visits),
+        )
+        return lease, paid, int(pending), int(reclaimed)
+
+    def _view(self, url: str, raw: bytes, dividend: float, leased: float, target: str | None) -> AccountView | None:
+        try:
+            state, flags, cash, mark, history, last_visit, _seq, visits, depth = RECORD.unpack_from(raw)
+        except struct.error:
+            logger.warning("aopic: unreadable account record for %s in Redis; skipped", url)
+            return None
+        if state == PENDING or (self._all_flag == "1" and state in (LEASED, CRAWLED)):
+            cash = cash + (dividend - mark)
+        return AccountView(
+            url,
+            state,
+            cash,
+            history,
+            leased,
+            visits,
+            last_visit if flags & 1 else None,
+            depth,
+            text(raw[RECORD.size:]),
+            target,
+        )
+
+    @staticmethod
+    def _lease_cash(raw: bytes | None) -> float:
+        if raw is None or len(raw) != LEASE.size:
+            return 0.0
+        return LEASE.unpack(raw)[1]
+
+    def _link_args(self, link: Link) -> list[Any]:
+        return [link.url, link.host, int(link.depth), encode_request_data(link.request)]
+
+    # -- reading --------------------------------------------------------------
+
+    def totals(self) -> Totals:
+        raw = self._retrying("totals", lambda: self.server.hgetall(self.keys["tot"]))
+        values = {text(k): v for k, v in raw.items()}
+
+        def num(name: str) -> float:
+            try:
+                return float(values.get(name, 0.0))
+            except ValueError:
+                return 0.0
+
+        return Totals(
+            injected=num("injected"),
+            lambda_cash=num("lambda_cash"),
+            lambda_history=num("lambda_history"),
+            in_flight=num("in_flight"),
+            history_sum=num("history_sum"),
+            lambda_visits=int(num("lambda_visits")),
+            visits=int(num("visits")),
+            known=int(num("known")),
+            pending=int(num("pending")),
+            leased=int(num("leased")),
+        )
+
+    def _dividend(self) -> float:
+        raw = self._retrying("dividend", lambda: self.server.hget(self.keys["tot"], "dividend"))
+        return float(raw) if raw else 0.0
+
+    def get(self, url: str) -> AccountView | None:
+        def read():
+            pipe = self.server.pipeline(transaction=True)
+            pipe.hget(self.keys["acct"], url)
+            pipe.hget(self.keys["lease"], url)
+            pipe.hget(self.keys["alias"], url)
+            pipe.hget(self.keys["tot"], "dividend")
+            return pipe.execute()
+
+        raw, lease, target, dividend = self._retrying("get", read)
+        if raw is None:
+            return None
+        view = self._view(url, raw, float(dividend or 0.0), self._lease_cash(lease), None)
+        if view is not None and view.state == ALIAS:
+            view = view._replace(target=text(target))
+        return view
+
+    def knows(self, url: str) -> bool:
+        return bool(self._retrying("knows", lambda: self.server.hexists(self.keys["acct"], url)))
+
+    def count_known(self, urls: Collection[str]) -> int:
+        urls = list(urls)
+        if not urls:
+            return 0
+        found = self._retrying("count_known", lambda: self.server.hmget(self.keys["acct"], urls))
+        return sum(raw is not None for raw in found)
+
+    def iter_accounts(self, batch: int = 1000) -> Iterator[AccountView]:
+        """Every account (HSCAN). Consistent when no worker is writing."""
+        dividend = self._dividend()
+        leases = self._retrying("leases", lambda: self.server.hgetall(self.keys["lease"]))
+        leased = {text(k): self._lease_cash(v) for k, v in leases.items()}
+        cursor = 0
+        while True:
+            cursor, page = self._retrying(
+                "scan", lambda c=cursor: self.server.hscan(self.keys["acct"], c, count=batch)
+            )
+            items = [(text(k), v) for k, v in page.items()]
+            aliases = [url for url, raw in items if raw[:1] == bytes([ALIAS])]
+            targets = {}
+            if aliases:
+                found = self._retrying(
+                    "aliases", lambda: self.server.hmget(self.keys["alias"], aliases)
+                )
+                targets = {u: text(t) for u, t in zip(aliases, found)}
+            for url, raw in items:
+                view = self._view(url, raw, dividend, leased.get(url, 0.0), targets.get(url))
+                if view is not None:
+                    yield view
+            if cursor == 0:
+                return
+
+    def peek(self) -> tuple[str, float] | None:
+        url, cash = self._run("peek", head=2)
+        if not url:
+            return None
+        return text(url), float(cash)
+
+    def recount(self) -> tuple[float, float, float, float]:
+        """``(account_cash, lambda_cash, in_flight, injected)`` recounted in
+        one script: a consistent snapshot even while workers write, unlike
+        :meth:`iter_accounts` (the shape of :meth:`AopicEngine.ledger`).
+
+        O(n) inside Redis, which serves nobody else meanwhile (about 1 s per
+        10^6 accounts): for checks at the end of a crawl and in tests.
+        """
+        cash, lambda_cash, in_flight, injected, _ = self._run("recount", head=5)
+        return float(cash), float(lambda_cash), float(in_flight), float(injected)
+
+    def claim_books_check(self) -> bool:
+        """Only a worker that sees no open lease (after giving back its own)
+        recounts at its close, and one at a time (a claim for
+        :data:`BOOKS_CLAIM_SECONDS`): the recount blocks Redis for every
+        worker, about 1 s per 10^6 accounts. The others' figures would be
+        stale a moment later anyway; ``scrapy aopic stats`` recounts on
+        demand."""
+        if self.activity()[1]:
+            return False
+        claim = self.epoch or "-"
+        return bool(self._retrying(
+            "books", lambda: self.server.set(self.keys.books, claim, nx=True, ex=BOOKS_CLAIM_SECONDS)
+        ))
+
+    def pending_count(self) -> int:
+        """Pending URLs of the shared frontier: :attr:`last_pending` when
+        this process changed nothing since the last :meth:`pop` (no round
+        trip), else read from Redis (one ``HGET``). Other workers' changes
+        since then are not seen: :meth:`activity` is the exact figure."""
+        if self._pending_fresh:
+            return self.last_pending
+        raw = self._retrying("pending", lambda: self.server.hget(self.keys["tot"], "pending"))
+        try:
+            self.last_pending = int(float(raw or 0))
+        except ValueError:
+            self.last_pending = 0
+        self._pending_fresh = True
+        return self.last_pending
+
+    def request_of(self, url: str) -> Any:
+        """The stored request data of ``url`` (decoded safely), if any."""
+        raw = self._retrying("request", lambda: self.server.hget(self.keys["req"], url))
+        return decode_request_data(url, raw)
+
+    # -- cash in --------------------------------------------------------------
+
+    def inject(self, link: Link, cash: float) -> bool:
+        return bool(self._run("inject", *self._link_args(link), fmt(cash)))
+
+    def inject_many(self, seeds: Iterable[tuple[Link, float]], chunk: int = 1000) -> int:
+        """:meth:`inject` for many seeds, pipelined (``chunk`` per round
+        trip); returns how many were new. Safe to retry: a known URL brings
+        no cash."""
+        new = 0
+        batch: list[tuple[Link, float]] = []
+        self._pending_fresh = False
+
+        def flush(items):
+            commands = [self._command("inject", *self._link_args(link), fmt(cash)) for link, cash in items]
+            replies = self._retrying("inject_many", lambda: self._scripts.call_many(FRONTIER, commands))
+            return sum(self._result(reply) for reply in replies)
+
+        for item in seeds:
+            batch.append(item)
+            if len(batch) == chunk:
+                new += flush(batch)
+                batch = []
+        if batch:
+            new += flush(batch)
+        return new
+
+    def register(self, link: Link) -> int | None:
+        state = self._run("register", *self._link_args(link))
+        return None if state == -1 else int(state)
+
+    def repend(self, link: Link) -> bool:
+        return bool(self._run("repend", *self._link_args(link)))
+
+    # -- selection ------------------------------------------------------------
+
+    def pop(
+        self,
+        ready: Callable[[str], bool] | None = None,
+        min_share: float = 0.0,
+        *,
+        busy: Collection[str] = (),
+        visit_lambda: bool = False,
+        now: float | None = None,
+    ) -> Lease | None:
+        """Lease the richest pending URL of a host that is ready here and has
+        fewer than ``host_concurrency`` open leases across all workers, and
+        whose cash is at least ``min_share`` times the richest pending URL's
+        (see :meth:`FrontierStore.pop`).
+
+        ``busy``: hosts known not to be ready here (the local downloader's
+        full slots); they are skipped inside the script, so the common case
+        is one round trip. ``ready`` is still asked about the result: a host
+        it refuses is requeued and excluded, and the next host is tried.
+        ``visit_lambda=True`` first visits lambda when it is due (as
+        :meth:`AopicEngine.visit_lambda_if_due`), in the same round trip;
+        the amount paid is left in :attr:`last_lambda_payout` and the number
+        of pending URLs after the pop in :attr:`last_pending` (no extra trip
+        for the scheduler's ``has_pending_requests``). Each call also
+        requeues up to ``reclaim_batch`` expired leases.
+        """
+        excluded = list(dict.fromkeys(busy))
+        self.last_lambda_payout = 0.0
+        self.last_reclaimed = 0
+        now_arg = "" if now is None else fmt(now)
+        pay_lambda = "1" if visit_lambda else "0"
+        while True:
+            reply = self._run(
+                "pop",
+                self.host_concurrency,
+                fmt(self.lease_timeout),
+                self.reclaim_batch,
+                now_arg,
+                pay_lambda,
+                fmt(min_share),
+                self._pop_token(),
+                *excluded,
+                head=4,
+            )
+            lease, paid, pending, reclaimed = self._lease(reply)
+            self.last_lambda_payout += paid
+            self.last_pending = pending
+            self.last_reclaimed += reclaimed
+            self._pending_fresh = True
+            if reclaimed:
+                logger.info("aopic: %d expired leases requeued (their workers died or hung)", reclaimed)
+            if lease is None:
+                return None
+            if lease.host in excluded:  # would loop forever: the script ignored the list
+                raise RuntimeError(f"aopic: Redis script leased excluded host {lease.host!r}")
+            if ready is None or ready(lease.host):
+                return lease
+            # Not ready here after all: give it back untouched and skip the host.
+            self._run("unlease", lease.url, lease.lease_id)
+            excluded.append(lease.host)
+            pay_lambda = "0"
+
+    def _pop_token(self) -> str:
+        """``worker:seq``, new for every pop call (the retries of one call
+        resend the same bytes, hence the same token)."""
+        pid = os.getpid()
+        if self._token_pid != pid:  # a forked copy is another worker
+            self._token_pid = pid
+            self._worker_id = uuid.uuid4().hex
+        self._pop_seq += 1
+        return f"{self._worker_id}:{self._pop_seq}"
+
+    def take(self, url: str) -> Lease | None:
+        return self._lease(self._run("take", url, fmt(self.lease_timeout), "", head=4))[0]
+
+    def visit_lambda(self) -> float:
+        return float(self._run("visit_lambda"))
+
+    def reclaim_expired(self, now: float | None = None) -> int:
+        """Requeue every lease past its deadline (``now``: Redis server time
+        by default); returns how many. Their cash goes back to their accounts."""
+        total = 0
+        now_arg = "" if now is None else fmt(now)
+        while True:
+            n = int(self._run("reclaim", now_arg, 256))
+            total += n
+            if n < 256:
+                return total
+
+    # -- settling -------------------------------------------------------------
+
+    def settle_visit(
+        self,
+        url: str,
+        lease_id: int,
+        history: float,
+        visited_at: float,
+        credits: Iterable[Credit],
+    ) -> bool:
+        args: list[Any] = [url, int(lease_id), fmt(history), fmt(visited_at)]
+        for link, amount in credits:
+            args.extend(self._link_args(link))
+            args.append(fmt(amount))
+        return bool(self._run("settle_visit", *args))
+
+    def settle_failure(self, url: str, lease_id: int, *, refuse: bool = False) -> bool:
+        return bool(self._run("settle_failure", url, int(lease_id), "1" if refuse else "0"))
+
+    def settle_transfer(self, url: str, lease_id: int, target: Link) -> bool:
+        return bool(self._run("settle_transfer", url, int(lease_id), *self._link_args(target)))
+
+    def settle_requeue(self, url: str, lease_id: int) -> bool:
+        return bool(self._run("settle_requeue", url, int(lease_id)))
+
+    def open_leases(self) -> list[tuple[str, int]]:
+        raw = self._retrying("leases", lambda: self.server.hgetall(self.keys["lease"]))
+        leases = []
+        for url, record in raw.items():
+            if len(record) == LEASE.size:
+                leases.append((text(url), int(LEASE.unpack(record)[0])))
+        return leases
+
+    # -- other ------------------------------------------------------------------
+
+    def refuse(self, url: str, host: str, depth: int) -> None:
+        self._run("refuse", url, host, int(depth))
+
+    def clear(self) -> int:
+        """Delete every key of this frontier; returns how many were deleted."""
+        deleted = self._retrying("clear", lambda: delete_frontier(self.server, self.key_prefix))
+        self._check_lambda_targets()
+        self.epoch = self._open_epoch()  # a new, empty frontier
+        return deleted
+
+    def close(self) -> None:
+        self._scripts.close()
+        if self._owns_server:
+            self.server.close()
+
