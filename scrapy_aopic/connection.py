@@ -43,9 +43,17 @@ def redis_params_from_settings(settings: Any) -> dict[str, Any]:
     return params
 
 
-def get_redis_from_settings(settings: Any) -> redis.Redis:
-    """A ``redis.Redis`` client for the frontier from Scrapy ``settings``."""
+def get_redis_from_settings(settings: Any, socket_timeout: float | None = None) -> redis.Redis:
+    """A ``redis.Redis`` client for the frontier from Scrapy ``settings``.
+
+    ``socket_timeout``: the most one call may wait for a reply (a crawl's
+    ``AOPIC_REDIS_SOCKET_TIMEOUT``, over ``REDIS_PARAMS``), without
+    redis-py's retry on timeout: a crawl handles a stall itself.
+    """
     params = redis_params_from_settings(settings)
+    if socket_timeout is not None:
+        params["socket_timeout"] = socket_timeout
+        params["retry_on_timeout"] = False
     if isinstance(params.get("redis_cls"), str):
         from scrapy.utils.misc import load_object
 

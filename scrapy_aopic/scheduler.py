@@ -15,7 +15,7 @@ from scrapy.exceptions import DontCloseSpider
 from . import settings as aopic_settings
 from .frontier import Frontier
 from .meta import REGISTERED
-from .store.base import StoreUnavailable
+from .store.base import StoreStalled, StoreUnavailable
 from .frontier.requestcodec import DEFAULT_POLICY, MAX_BYTES as MAX_REQUEST_BYTES, TRANSIENT_META, StoredRequestPolicy
 
 if TYPE_CHECKING:
@@ -79,6 +79,8 @@ class AopicScheduler(BaseScheduler):
             return False
         try:
             return self.frontier.has_pending()
+        except StoreStalled:
+            return True  # unknown until the store answers: keep the engine asking
         except StoreUnavailable as exc:
             self.frontier.store_lost(exc)
             return False
@@ -88,7 +90,14 @@ class AopicScheduler(BaseScheduler):
         if self.frontier.lost is not None:
             return False
         try:
+            if self.frontier.held:
+                raise StoreStalled("writes held before this one")
             queued = self.frontier.enqueue(request)
+        except StoreStalled:
+            # Enqueued when the store answers again, in order (nothing of
+            # this call was written: each path writes in one store call).
+            self.frontier.held.hold("enqueue", lambda: self._enqueue_held(request))
+            queued = True
         except StoreUnavailable as exc:
             self.frontier.store_lost(exc)
             return False
@@ -104,6 +113,8 @@ class AopicScheduler(BaseScheduler):
             return None
         try:
             request = self.frontier.next_request()
+        except StoreStalled:
+            return None  # nothing to hand out until the store answers
         except StoreUnavailable as exc:
             self.frontier.store_lost(exc)
             return None
@@ -120,9 +131,16 @@ class AopicScheduler(BaseScheduler):
             return 0
         try:
             return len(self.frontier)
+        except StoreStalled:
+            return len(self.frontier.held)
         except StoreUnavailable as exc:
             self.frontier.store_lost(exc)
             return 0
+
+    def _enqueue_held(self, request: Request) -> None:
+        """A request held while the store stalled, enqueued now (what the
+        frontier does with it is counted by the frontier, as at once)."""
+        self.frontier.enqueue(request)
 
 
 #: Scrapy settings of its own scheduler that mean nothing to this one: name
@@ -272,6 +290,7 @@ class SharedCrawl:
         self.idle_since: float | None = None
         self._next_seed_poll = 0.0
         self._task = None
+        self._probing = False
 
     def start(self) -> None:
         from .compat import create_looping_call
@@ -288,6 +307,9 @@ class SharedCrawl:
                 self._task = None
             else:
                 self._task.start(self.TICK, now=False)
+                # The tick probes a stalled Redis and makes the held writes:
+                # from now on no Redis call waits on the reactor.
+                self.store.fail_fast = True
         if self.close_after is None:
             closing = "never closing on its own"
         elif self.close_after:
@@ -309,6 +331,9 @@ class SharedCrawl:
         that the frontier is still there, wake the engine when starved."""
         if self.frontier.lost is not None:
             return
+        if self.store.stalled_for is not None:
+            self._probe()
+            return
         try:
             starved = self.frontier.starved
             now = time.monotonic()
@@ -321,10 +346,46 @@ class SharedCrawl:
                 starved = True
             if starved:
                 self.frontier.probe.wake()
+        except StoreStalled:
+            pass  # the next tick probes
         except StoreUnavailable as exc:
             self.frontier.store_lost(exc)
         except Exception:  # a looping call that raises stops for good
             logger.exception("aopic: shared crawl poll failed; retrying in %.1fs", self.TICK)
+
+    def _probe(self) -> None:
+        """Ask a stalled Redis whether it is back, from a thread (a ping to
+        a stopped server blocks for the socket timeout), one probe at a time."""
+        if self._probing:
+            return
+        stalled = self.store.stalled_for or 0.0
+        if stalled >= self.store.retry_timeout:
+            self.frontier.store_lost(StoreUnavailable(
+                f"Redis at {self.store._where()} unreachable for {stalled:.0f}s "
+                f"(AOPIC_REDIS_RETRY_TIMEOUT {self.store.retry_timeout:.0f}s); "
+                f"{len(self.frontier.held)} writes held were not made"
+            ))
+            return
+        from twisted.internet.threads import deferToThread
+
+        self._probing = True
+        deferToThread(self.store.probe).addBoth(self._probed)
+
+    def _probed(self, answered) -> None:
+        self._probing = False
+        if answered is not True or self.frontier.lost is not None:
+            return  # still stalled (or a failure, logged by the store): the next tick probes
+        self.store.end_stall()
+        try:
+            # A Redis back empty must not take the held writes as a new crawl.
+            self.store.check_epoch()
+            self.frontier.held.replay()
+        except StoreStalled:
+            return
+        except StoreUnavailable as exc:
+            self.frontier.store_lost(exc)
+            return
+        self.frontier.probe.wake()
 
     def feed_seeds(self) -> int:
         """Take one batch from the start-URLs key and schedule it as seeds;
@@ -364,15 +425,19 @@ class SharedCrawl:
         ``finished``."""
         if self.frontier.lost is not None:
             return  # closing already, with the reason that says why
+        if self.store.stalled_for is not None or self.frontier.held:
+            raise DontCloseSpider  # nothing is known until Redis answers (see tick)
         try:
             self.store.check_epoch()
+            if self.feed_seeds():
+                self.idle_since = None
+                raise DontCloseSpider
+            pending, leases, seeds = self.store.activity(self.seeds_key)
+        except StoreStalled:
+            raise DontCloseSpider from None
         except StoreUnavailable as exc:
             self.frontier.store_lost(exc)
             raise DontCloseSpider from None  # the close asked for carries the reason
-        if self.feed_seeds():
-            self.idle_since = None
-            raise DontCloseSpider
-        pending, leases, seeds = self.store.activity(self.seeds_key)
         if pending or leases or seeds:
             # Other workers' pages may still yield links, an expired lease
             # will come back, seeds are waiting: poll until then.

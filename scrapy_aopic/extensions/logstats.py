@@ -11,6 +11,7 @@ from scrapy.exceptions import NotConfigured
 from .. import settings as aopic_settings
 from ..compat import create_looping_call
 from ..frontier import Frontier
+from ..store.base import StoreStalled
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -59,6 +60,15 @@ class AopicLogStats:
         frontier = self.frontier
         if frontier.engine is None:
             return "aopic: frontier not open"
+        if frontier.store.stalled_for is not None:
+            return (f"aopic: Redis not answering for {frontier.store.stalled_for:.0f} s; "
+                    f"{len(frontier.held)} writes held until it does")
+        try:
+            return self._progress(frontier)
+        except StoreStalled:
+            return "aopic: Redis not answering; figures at the next line"
+
+    def _progress(self, frontier) -> str:
         totals = frontier.engine.totals()
         stats = self.crawler.stats.get_stats()
         pages = stats.get("aopic/pages_visited", 0)

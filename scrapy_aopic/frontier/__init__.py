@@ -42,10 +42,11 @@ from ..hygiene.canonical import build_canonicalizer
 from ..hygiene.domains import origin_of
 from ..meta import CASH, DUPLICATE_OF, KEY, LEASE, LINK, REGISTERED
 from ..compat import close_spider, keep_cookie_domains_offline
-from ..store.base import STATE_NAMES, FrontierLost, FrontierStore, Lease, Link, StoreUnavailable
+from ..store.base import STATE_NAMES, FrontierLost, FrontierStore, Lease, Link, StoreStalled, StoreUnavailable
 from ..store.journal import JournaledStore
 from ..store.memory import MemoryStore
 from .lane import DirectLane, LaneEntry
+from .held import HeldWrites
 from .ledger import Ledger
 from .linkfilters import LinkFilter, LinkFilterChain
 from .offsite import OffsiteLinkFilter
@@ -147,6 +148,8 @@ class Frontier:
         self.engine: AopicEngine | None = None
         self.store: FrontierStore | None = None
         self.ledger: Ledger | None = None
+        #: writes waiting for a shared store that stalled (see :mod:`.held`)
+        self.held = HeldWrites(self.stats)
         self.spider = None
         self._upkeep_due = True  # see next_request
         # Portable request data (JSON) is needed whenever another process or
@@ -238,10 +241,16 @@ class Frontier:
             return
         if self.lost is not None:
             # The store is gone: nothing to give back to, no books to check.
-            logger.error("aopic: the frontier's books were not checked at close: %s", self.lost)
+            logger.error("aopic: the frontier's books were not checked at close: %s%s", self.lost,
+                         f"; {len(self.held)} writes held for it were not made" if self.held else "")
             self.store.close()
             return
         try:
+            # Closing: waiting for the store is right now (the writes held
+            # while it stalled are made, retried for AOPIC_REDIS_RETRY_TIMEOUT).
+            self.store.fail_fast = False
+            self.store.end_stall()
+            self.held.replay()
             for lease in self.ledger.open_leases():
                 self.ledger.requeue(lease, "requeued_at_close")
         except StoreUnavailable as exc:
@@ -594,7 +603,7 @@ class Frontier:
         try:
             request = decode_request(lease.url, lease.request, self.spider, self.stored_policy)
         except UndecodableRequest as exc:
-            self.ledger.fail(lease, "undecodable")
+            self._fail_lease(lease, "undecodable")
             logger.warning("aopic: %s; its cash goes to lambda (stat aopic/failed/undecodable)", exc)
             raise
         self._mark(request, lease)
@@ -630,11 +639,15 @@ class Frontier:
         lease = self.lease_of(request)
         if lease is None:
             return False
+        return self._fail_lease(lease, reason, refuse=refuse)
+
+    def _fail_lease(self, lease: Lease, reason: str, *, refuse: bool = False) -> bool:
         try:
-            return self.ledger.fail(lease, reason, refuse=refuse)
+            self.held.run("fail", lambda: self.ledger.fail(lease, reason, refuse=refuse))
         except StoreUnavailable as exc:
             self.store_lost(exc)
             return False
+        return True
 
     def transfer(self, request: Request, target_url: str, stat: str | None = "aliased") -> bool:
         """``request``'s URL is another name of ``target_url`` (canonical):
@@ -643,25 +656,41 @@ class Frontier:
         if lease is None:
             return False
         target = Link(target_url, self.host_of(request), lease.depth, None)
-        return self.ledger.transfer(lease, target, stat)
+        self.held.run("transfer", lambda: self.ledger.transfer(lease, target, stat))
+        return True
 
     def refuse_url(self, url: str, host: str, reason: str, depth: int = 0) -> None:
         """Mark canonical ``url`` as never to be fetched (its pending cash
         goes to lambda)."""
-        self.store.refuse(url, host, depth)
+        self.held.run("refuse", lambda: self.store.refuse(url, host, depth))
         self._count_refusal(reason)
 
     def visit(self, response: Response, requests: Iterable[Request]) -> list[Request]:
         """:meth:`_visit`, with a store that went away closing the spider
         (the requests then go on to the scheduler, which drops them)."""
         requests = list(requests)
+        # Taken now: a held visit is made after the ledger let the lease go.
+        lease = self.lease_of(response.request) if response.request is not None else None
+        if self.held:
+            self.held.hold("visit", lambda: self._visit_later(response, requests, lease))
+            return []
         try:
-            return self._visit(response, requests)
+            return self._visit(response, requests, lease)
+        except StoreStalled:
+            # Nothing was written (a visit is one script): the whole visit,
+            # links included, is made when the store answers again.
+            self.held.hold("visit", lambda: self._visit_later(response, requests, lease))
+            return []
         except StoreUnavailable as exc:
             self.store_lost(exc)
             return requests
 
-    def _visit(self, response: Response, requests: list[Request]) -> list[Request]:
+    def _visit_later(self, response: Response, requests: list[Request], lease: Lease | None) -> None:
+        """A held visit, made: what it passes on is scheduled from here."""
+        for request in self._visit(response, requests, lease):
+            self.crawler.engine.crawl(request)
+
+    def _visit(self, response: Response, requests: list[Request], lease: Lease | None) -> list[Request]:
         """``response`` was parsed and produced ``requests``.
 
         Pays the page's cash to its links and lambda, puts the links
@@ -689,14 +718,13 @@ class Frontier:
             if len(kept) < len(requests):
                 self.stats.inc_value("aopic/duplicate_links_dropped", len(requests) - len(kept))
             return kept
-        lease = self.lease_of(response.request) if response.request is not None else None
         if lease is None:
             return requests  # not fetched through this frontier (or settled)
         if not (200 <= response.status < 300):
-            self.fail(response.request, f"http_{response.status}")
+            self._fail_lease(lease, f"http_{response.status}")
             return requests
         if not isinstance(response, TextResponse):
-            self.fail(response.request, "not_text")
+            self._fail_lease(lease, "not_text")
             return requests
         depth = lease.depth + 1
         links: list[Link] = []

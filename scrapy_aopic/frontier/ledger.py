@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ..meta import LEASE
+from ..store.base import StoreStalled
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -87,11 +88,18 @@ class Ledger:
             return 0
         gone, self._gone = self._gone, []
         settled = 0
-        for lease_id in gone:
+        for i, lease_id in enumerate(gone):
             lease = self._leases.get(lease_id)
-            if lease is not None:
-                logger.warning("aopic: request for %s vanished; its cash goes to lambda", lease.url)
+            if lease is None:
+                continue
+            logger.warning("aopic: request for %s vanished; its cash goes to lambda", lease.url)
+            try:
                 settled += self.fail(lease, "vanished")
+            except StoreStalled:
+                # Not settled: still open, swept again once the store answers.
+                self._leases[lease_id] = lease
+                self._gone = gone[i:] + self._gone
+                raise
         return settled
 
     def lease_of(self, request: Request) -> Lease | None:

@@ -8,6 +8,7 @@ from scrapy.exceptions import IgnoreRequest
 
 from ..frontier import Frontier
 from ..meta import KEY
+from ..store.base import StoreStalled
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -59,7 +60,11 @@ class UrlNormalizeMiddleware:
             request.meta[KEY] = lease.url
             return None
         # The URL changed under the lease: the request now fetches another page.
-        view = frontier.store.get(key) if frontier.store is not None else None
+        try:
+            view = frontier.store.get(key) if frontier.store is not None else None
+        except StoreStalled:
+            view = None  # unknown for now: fetched under its lease, merged later if it is an alias
+            self.stats.inc_value("aopic/normalize/unchecked_stalled")
         if view is not None:
             frontier.transfer(request, key, "normalize/aliased_known")
             raise IgnoreRequest(f"aopic: {request.url} is already known as {key}")

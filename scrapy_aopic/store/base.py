@@ -56,6 +56,13 @@ class StoreUnavailable(RuntimeError):
     if the frontier were empty."""
 
 
+class StoreStalled(RuntimeError):
+    """A shared store did not answer just now, and the caller asked not to
+    wait (a crawl's reactor must keep serving downloads): nothing was
+    changed by the call that raised it; try again later (see
+    :meth:`FrontierStore.probe`)."""
+
+
 class FrontierLost(StoreUnavailable):
     """The shared frontier this crawl was using no longer exists (a Redis
     restarted without persistence): finishing would look like success."""
@@ -212,6 +219,19 @@ class FrontierStore(ABC):
             in_flight += view.leased
         t = self.totals()
         return accounts, t.lambda_cash, in_flight, t.injected
+
+    #: seconds since a shared store stopped answering (``None``: it answers)
+    stalled_for: float | None = None
+    #: a shared store raises :class:`StoreStalled` instead of waiting
+    fail_fast: bool = False
+
+    def probe(self) -> bool:
+        """Whether the store answers (a shared store that stalled tries its
+        server once; may block, so a crawl calls it from a thread)."""
+        return True
+
+    def end_stall(self) -> None:
+        """The store answered a :meth:`probe`: calls may reach it again."""
 
     def claim_books_check(self) -> bool:
         """Whether this process should :meth:`recount` the books as it

@@ -20,7 +20,7 @@ from scrapy.utils.test import get_crawler
 
 from scrapy_aopic.engine import AopicEngine
 from scrapy_aopic.scheduler import AopicScheduler, parse_seed_entry
-from scrapy_aopic.store.base import CRAWLED, STATE_NAMES, Link
+from scrapy_aopic.store.base import CRAWLED, PENDING, STATE_NAMES, Link
 
 redis_store = pytest.importorskip("scrapy_aopic.store.redis")
 RedisStore = redis_store.RedisStore
@@ -555,6 +555,62 @@ def test_a_pop_whose_reply_was_lost_leases_nothing_twice(redis_url):
     store.close()
 
 
+
+def test_a_stalled_pop_and_unlease_lose_no_lease(redis_url):
+    """A crawl's store never waits (fail_fast): a pop whose reply the stall
+    swallowed is resent with its token by the next pop, which gets the same
+    lease; a lease that could not be given back is given back first."""
+    import redis
+
+    from scrapy_aopic.store.base import StoreStalled
+
+    store = RedisStore.from_url(redis_url, key_prefix=f"stalledpop{next(_names)}", retry_timeout=60)
+    store.clear()
+    store.fail_fast = True
+    for i in range(3):
+        store.inject(Link(f"http://h{i}.example/", f"h{i}.example", 0), 1.0 + i)
+    scripts = store._scripts
+    original = scripts.call_many
+    lost = []
+
+    def reply_lost_once(script, commands):
+        replies = original(script, commands)
+        if not lost:
+            lost.append(replies)
+            raise redis.TimeoutError("Timeout reading from socket")
+        return replies
+
+    scripts.call_many = reply_lost_once
+    with pytest.raises(StoreStalled):
+        store.pop()
+    assert lost and store.stalled_for is not None
+    with pytest.raises(StoreStalled):  # while stalled, nothing is sent
+        store.pop()
+    assert store.probe()
+    store.end_stall()
+    lease = store.pop()
+    assert lease.url == "http://h2.example/"  # the lease the lost reply held
+    assert store.open_leases() == [(lease.url, lease.lease_id)]
+    # an unlease (the host was not ready) that stalls is made by the next pop
+    lost.clear()
+    calls = []
+
+    def stall_on_unlease(script, commands):
+        calls.append(1)
+        if len(calls) == 2:
+            raise redis.TimeoutError("Timeout reading from socket")
+        return original(script, commands)
+
+    scripts.call_many = stall_on_unlease
+    with pytest.raises(StoreStalled):
+        store.pop(ready=lambda host: False)
+    store.end_stall()
+    scripts.call_many = original
+    assert store.pop(busy=["h1.example"]).url == "http://h0.example/"
+    assert store.totals().leased == 2 and store.get("http://h1.example/").state == PENDING
+    store.clear()
+    store.close()
+
 # -- faults: a lost or unreachable Redis never ends a crawl as "finished" ---------------------
 
 
@@ -609,5 +665,47 @@ def test_redis_gone_for_good_stops_with_redis_unavailable(tmp_path):
         for report, worker in zip(reports, workers):
             assert report["stats"]["finish_reason"] == "redis_unavailable", worker.log()[-2000:]
         assert took < 45
+    finally:
+        server.kill()
+
+
+def test_redis_stopped_longer_than_download_timeout_stalls_writes_not_downloads(tmp_path):
+    """Redis stops answering (SIGSTOP) for longer than DOWNLOAD_TIMEOUT
+    while pages are in flight: the reactor never waits for it, so no
+    download times out; the workers hold their writes and make them, in
+    order, once Redis is back (SIGCONT). Every page is fetched once and the
+    books balance."""
+    import signal
+
+    server = _server_or_skip(tmp_path)
+    try:
+        settings = worker_settings(
+            server.url, DOWNLOAD_TIMEOUT=2, RETRY_TIMES=0, AOPIC_REDIS_SOCKET_TIMEOUT=0.3,
+            AOPIC_REDIS_RETRY_TIMEOUT=60,
+        )
+        with LocalSite(pages=200, delay=0.3, slow_seconds=0.3) as site:
+            workers, go = start_workers(tmp_path, "stopredis", settings, count=2, seeds=[site.base + "/p0"])
+            go.touch()
+            wait_for_fetches(site, 30, workers)
+            server.process.send_signal(signal.SIGSTOP)
+            try:
+                time.sleep(4.0)  # twice DOWNLOAD_TIMEOUT
+            finally:
+                server.process.send_signal(signal.SIGCONT)
+            reports = [w.finish(timeout=120) for w in workers]
+            hits = dict(site.hits)
+        logs = "".join(w.log() for w in workers)
+        for report, worker in zip(reports, workers):
+            stats = report["stats"]
+            assert stats["finish_reason"] == "finished", worker.log()[-3000:]
+            timeouts = {k: v for k, v in stats.items() if "timeout" in k.lower()}
+            assert not timeouts, (timeouts, worker.log()[-3000:])
+            assert stats.get("aopic/redis_stall/replayed", 0) == stats.get("aopic/redis_stall/held", 0)
+        assert sum(r["stats"].get("aopic/redis_stall/held", 0) for r in reports) > 0, logs[-3000:]
+        assert "goes on without it" in logs and "is back after" in logs
+        assert {p: hits.get(p, 0) for p in site.graph} == {p: 1 for p in site.graph}
+        store = frontier_of(server.url, "stopredis")
+        assert_books_balance(store, reports)
+        store.close()
     finally:
         server.kill()

@@ -24,6 +24,7 @@ from ..base import (
     FrontierStore,
     Lease,
     Link,
+    StoreStalled,
     StoreUnavailable,
     Totals,
 )
@@ -98,6 +99,10 @@ class RedisStore(SharedSeeds, FrontierStore):
         self._owns_server = owns_server
         #: a reader (``scrapy aopic``): the constructor writes nothing
         self.readonly = readonly
+        #: never wait for Redis: raise :class:`StoreStalled` (a crawl sets it
+        #: once open, so its reactor keeps serving downloads)
+        self.fail_fast = False
+        self._stalled_at: float | None = None
         self._scripts = ScriptConnection(server)
         #: lambda payout made by the last :meth:`pop` (``visit_lambda=True``)
         self.last_lambda_payout = 0.0
@@ -113,6 +118,8 @@ class RedisStore(SharedSeeds, FrontierStore):
         self._worker_id = ""
         self._token_pid = 0
         self._pop_seq = 0
+        self._unanswered_pop: str | None = None
+        self._unlease_later: list[tuple[str, int]] = []
         #: every key name of this frontier (hash-tagged: one Cluster slot)
         self.keys = FrontierKeys.of(key_prefix)
         self._script_keys = [key.encode() for key in self.keys.script_keys]
@@ -157,7 +164,9 @@ class RedisStore(SharedSeeds, FrontierStore):
         kwargs.setdefault("host_concurrency", int(host_concurrency))
         kwargs.setdefault("lease_timeout", aopic_settings.get_float(settings, "AOPIC_REDIS_LEASE_TIMEOUT"))
         kwargs.setdefault("retry_timeout", aopic_settings.get_float(settings, "AOPIC_REDIS_RETRY_TIMEOUT"))
-        server = get_redis_from_settings(settings)
+        server = get_redis_from_settings(
+            settings, aopic_settings.get_float(settings, "AOPIC_REDIS_SOCKET_TIMEOUT")
+        )
         if settings.getbool("SCHEDULER_FLUSH_ON_START"):
             deleted = delete_frontier(server, prefix)
             logger.info("aopic: SCHEDULER_FLUSH_ON_START: deleted the %d keys of frontier %s", deleted, prefix)
@@ -173,7 +182,15 @@ class RedisStore(SharedSeeds, FrontierStore):
 
     def _retrying(self, what: str, call: Callable[[], Any]) -> Any:
         """Run ``call``; while Redis is unreachable, log and retry with backoff
-        for up to ``retry_timeout`` seconds."""
+        for up to ``retry_timeout`` seconds.
+
+        With :attr:`fail_fast` (a crawl: its reactor must not sleep), a
+        failure raises :class:`StoreStalled` at once instead, and so does
+        every call until :meth:`probe` finds Redis back, without touching
+        the socket; past ``retry_timeout`` it is :class:`StoreUnavailable`.
+        """
+        if self.fail_fast and self._stalled_at is not None:
+            self._raise_stalled(what, None)
         failures = 0
         delay = 0.05
         give_up_at = None
@@ -182,6 +199,14 @@ class RedisStore(SharedSeeds, FrontierStore):
                 result = call()
             except _RETRYABLE as exc:
                 now = time.monotonic()
+                if self.fail_fast:
+                    self._stalled_at = now
+                    logger.warning(
+                        "aopic: Redis at %s unreachable (%s: %s) during %s; the crawl goes on "
+                        "without it, holding what it must write, and retries for up to %.0fs",
+                        self._where(), type(exc).__name__, exc, what, self.retry_timeout,
+                    )
+                    self._raise_stalled(what, exc)
                 if give_up_at is None:
                     give_up_at = now + self.retry_timeout
                 failures += 1
@@ -201,6 +226,36 @@ class RedisStore(SharedSeeds, FrontierStore):
                 logger.warning("aopic: Redis at %s is back; %s succeeded after %d retries",
                                self._where(), what, failures)
             return result
+
+    def _raise_stalled(self, what: str, cause: BaseException | None):
+        stalled = time.monotonic() - self._stalled_at
+        if stalled >= self.retry_timeout:
+            raise StoreUnavailable(
+                f"Redis at {self._where()} unreachable for {stalled:.0f}s "
+                f"(AOPIC_REDIS_RETRY_TIMEOUT {self.retry_timeout:.0f}s); gave up on {what}"
+            ) from cause
+        raise StoreStalled(f"Redis at {self._where()} not answering for {stalled:.1f}s ({what})") from cause
+
+    @property
+    def stalled_for(self) -> float | None:
+        """Seconds since Redis stopped answering a :attr:`fail_fast` store."""
+        return None if self._stalled_at is None else time.monotonic() - self._stalled_at
+
+    def probe(self) -> bool:
+        """One ``PING``: whether Redis answers again (see :meth:`end_stall`).
+        Blocks up to the socket timeout: a crawl calls it from a thread."""
+        try:
+            self.server.ping()
+        except _RETRYABLE:
+            return False
+        return True
+
+    def end_stall(self) -> None:
+        """Redis answers again (:meth:`probe`): calls go to it again. Called
+        by the crawl's reactor thread, before it makes the writes it held."""
+        if self._stalled_at is not None:
+            logger.warning("aopic: Redis at %s is back after %.1fs", self._where(), self.stalled_for)
+            self._stalled_at = None
 
     def _where(self) -> str:
         kwargs = self.server.connection_pool.connection_kwargs
@@ -549,19 +604,31 @@ class RedisStore(SharedSeeds, FrontierStore):
         self.last_reclaimed = 0
         now_arg = "" if now is None else fmt(now)
         pay_lambda = "1" if visit_lambda else "0"
+        while self._unlease_later:  # leases a stall kept from being given back
+            url, lease_id = self._unlease_later[0]
+            self._run("unlease", url, lease_id)
+            self._unlease_later.pop(0)
         while True:
-            reply = self._run(
-                "pop",
-                self.host_concurrency,
-                fmt(self.lease_timeout),
-                self.reclaim_batch,
-                now_arg,
-                pay_lambda,
-                fmt(min_share),
-                self._pop_token(),
-                *excluded,
-                head=4,
-            )
+            # A pop whose reply a stall swallowed may have leased a URL:
+            # the next pop resends its token and gets that lease back.
+            token = self._unanswered_pop or self._pop_token()
+            try:
+                reply = self._run(
+                    "pop",
+                    self.host_concurrency,
+                    fmt(self.lease_timeout),
+                    self.reclaim_batch,
+                    now_arg,
+                    pay_lambda,
+                    fmt(min_share),
+                    token,
+                    *excluded,
+                    head=4,
+                )
+            except StoreStalled:
+                self._unanswered_pop = token
+                raise
+            self._unanswered_pop = None
             lease, paid, pending, reclaimed = self._lease(reply)
             self.last_lambda_payout += paid
             self.last_pending = pending
@@ -576,7 +643,11 @@ class RedisStore(SharedSeeds, FrontierStore):
             if ready is None or ready(lease.host):
                 return lease
             # Not ready here after all: give it back untouched and skip the host.
-            self._run("unlease", lease.url, lease.lease_id)
+            try:
+                self._run("unlease", lease.url, lease.lease_id)
+            except StoreStalled:
+                self._unlease_later.append((lease.url, lease.lease_id))
+                raise
             excluded.append(lease.host)
             pay_lambda = "0"
 
