@@ -396,14 +396,13 @@ def redis_key_setting() -> str:
 def open_redis_frontier(settings: Settings, spider_name: str | None, redis_key: str | None) -> FrontierView:
     """The Redis frontier of ``spider_name``, opened without changing it."""
     try:
-        from .connection import redis_params_from_settings
+        from .connection import get_redis_from_settings
         from .store.redis import FrontierKeys, RedisStore
     except ImportError as exc:
         raise CommandError(
             f"AOPIC_BACKEND is 'redis' but the Redis backend is not available ({exc})"
         ) from None
     import redis
-    from scrapy_redis.connection import get_redis
 
     if redis_key is None:
         if spider_name is None:
@@ -416,18 +415,10 @@ def open_redis_frontier(settings: Settings, spider_name: str | None, redis_key: 
             redis_key = template % {"spider": spider_name, "name": spider_name}
         except (KeyError, TypeError, ValueError):
             raise CommandError(f"bad Redis key template {template!r}") from None
-    params = redis_params_from_settings(settings)
-    # A tool should say "unreachable" in seconds, not after the crawl's long timeouts.
-    params["socket_connect_timeout"] = min(float(params.get("socket_connect_timeout") or 5), 5.0)
-    params["socket_timeout"] = min(float(params.get("socket_timeout") or 10), 10.0)
-    params.pop("retry_on_timeout", None)
-    if isinstance(params.get("redis_cls"), str):
-        from scrapy.utils.misc import load_object
-
-        params["redis_cls"] = load_object(params["redis_cls"])
     where = settings.get("REDIS_URL") or f"{settings.get('REDIS_HOST', 'localhost')}:{settings.get('REDIS_PORT', 6379)}"
     try:
-        server = get_redis(**params)
+        # A tool should say "unreachable" in seconds, not after a crawl's long timeouts.
+        server = get_redis_from_settings(settings, socket_timeout=10.0, connect_timeout=5.0)
         server.ping()
         keys = FrontierKeys.of(redis_key)
         stored_targets = server.hget(keys.tot, "lambda_targets")

@@ -17,6 +17,8 @@ import logging
 from typing import Any
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from scrapy_redis import defaults as scrapy_redis_defaults
 from scrapy_redis.connection import SETTINGS_PARAMS_MAP, get_redis
 
@@ -43,17 +45,25 @@ def redis_params_from_settings(settings: Any) -> dict[str, Any]:
     return params
 
 
-def get_redis_from_settings(settings: Any, socket_timeout: float | None = None) -> redis.Redis:
+def get_redis_from_settings(
+    settings: Any, socket_timeout: float | None = None, connect_timeout: float | None = None
+) -> redis.Redis:
     """A ``redis.Redis`` client for the frontier from Scrapy ``settings``.
 
     ``socket_timeout``: the most one call may wait for a reply (a crawl's
-    ``AOPIC_REDIS_SOCKET_TIMEOUT``, over ``REDIS_PARAMS``), without
-    redis-py's retry on timeout: a crawl handles a stall itself.
+    ``AOPIC_REDIS_SOCKET_TIMEOUT``, a tool's few seconds; over
+    ``REDIS_PARAMS``), without redis-py's retry on timeout: the caller
+    handles a stall itself. ``connect_timeout``: the same for connecting.
     """
     params = redis_params_from_settings(settings)
     if socket_timeout is not None:
         params["socket_timeout"] = socket_timeout
-        params["retry_on_timeout"] = False
+        params.pop("retry_on_timeout", None)
+        # redis-py's own retries (ten, with backoff, by default in redis-py 6+)
+        # would multiply the wait; the caller retries as it sees fit.
+        params["retry"] = Retry(NoBackoff(), 0)
+    if connect_timeout is not None:
+        params["socket_connect_timeout"] = connect_timeout
     if isinstance(params.get("redis_cls"), str):
         from scrapy.utils.misc import load_object
 

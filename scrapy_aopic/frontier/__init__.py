@@ -537,7 +537,11 @@ class Frontier:
         account is pending; ``None`` for a link fetched meanwhile."""
         request = entry.request
         if entry.key is not None:
-            lease = self.store.take(entry.key)
+            try:
+                lease = self.store.take(entry.key)
+            except StoreStalled:
+                self.lane.push_front(entry)  # not taken: its turn comes again
+                raise
             if lease is not None:
                 self._mark(request, lease)
                 return request

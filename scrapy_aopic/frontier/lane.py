@@ -48,9 +48,14 @@ class DirectLane:
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, LaneEntry]] = []
         self._order = itertools.count()
+        self._front = itertools.count(-1, -1)  # given back: before every pushed entry
 
     def push(self, request: Request, host: str, key: str | None = None) -> None:
         heapq.heappush(self._heap, (-request.priority, next(self._order), LaneEntry(request, host, key)))
+
+    def push_front(self, entry: LaneEntry) -> None:
+        """Give back an entry :meth:`pop` returned, first in line again."""
+        heapq.heappush(self._heap, (-entry.request.priority, next(self._front), entry))
 
     def pop(self, ready: Callable[[str], bool]) -> LaneEntry | None:
         """The first entry whose host is ready (``None``: none, or all busy)."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import weakref
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..meta import LEASE
 from ..store.base import StoreStalled
@@ -92,14 +92,12 @@ class Ledger:
             lease = self._leases.get(lease_id)
             if lease is None:
                 continue
-            logger.warning("aopic: request for %s vanished; its cash goes to lambda", lease.url)
             try:
                 settled += self.fail(lease, "vanished")
             except StoreStalled:
-                # Not settled: still open, swept again once the store answers.
-                self._leases[lease_id] = lease
-                self._gone = gone[i:] + self._gone
+                self._gone = gone[i:] + self._gone  # swept again once the store answers
                 raise
+            logger.warning("aopic: request for %s vanished; its cash went to lambda", lease.url)
         return settled
 
     def lease_of(self, request: Request) -> Lease | None:
@@ -115,19 +113,27 @@ class Ledger:
 
     # -- settlements ----------------------------------------------------------------
 
-    def _settle(self, lease: Lease, action: Callable[[Lease], bool], stat: str | None) -> bool:
-        self._leases.pop(lease.lease_id, None)
-        self._watches.pop(lease.lease_id, None)
-        done = action(lease)
+    def _settle(self, lease: Lease, action: Callable[[Lease], Any], stat: str | None) -> Any:
+        lease_id = lease.lease_id
+        known = self._leases.pop(lease_id, None)
+        watch = self._watches.pop(lease_id, None)
+        try:
+            done = action(lease)
+        except StoreStalled:
+            # Nothing was settled: the lease stays open here too, so a write
+            # held until the store answers finds it as it was.
+            if known is not None:
+                self._leases[lease_id] = known
+            if watch is not None:
+                self._watches[lease_id] = watch
+            raise
         if done and stat:
             self.stats.inc_value(f"aopic/{stat}")
         return done
 
     def visit(self, lease: Lease, links: Iterable[Link]) -> VisitResult | None:
         """The page of ``lease`` was parsed: pay its links and lambda."""
-        self._leases.pop(lease.lease_id, None)
-        self._watches.pop(lease.lease_id, None)
-        return self.engine.visit(lease, links)
+        return self._settle(lease, lambda l: self.engine.visit(l, links), None)
 
     def fail(self, lease: Lease, reason: str, *, refuse: bool = False) -> bool:
         """No page: the cash goes to lambda (``refuse``: never fetch the URL)."""

@@ -296,3 +296,44 @@ def test_the_direct_lane_survives_a_jobdir_resume(tmp_path):
     (out,) = drain(again)
     assert out.url == "http://api.example/1" and out.meta["k"] == [1]
     assert crawler2.stats.get_value("aopic/lane/resumed") == 1
+
+
+# -- a shared store that stalls: writes held, in order, nothing lost ------------
+
+
+def test_writes_held_while_the_store_stalls_are_made_in_order_with_their_leases():
+    """A store that does not answer (StoreStalled) changes nothing: the
+    ledger keeps the lease open, the frontier holds the failure, the visit
+    and the follow-up request, and makes them in order when the store is
+    back; the books balance and the links are scheduled."""
+    from scrapy_aopic.store.base import StoreStalled
+
+    scheduler, crawler = make()
+    frontier = scheduler.frontier
+    scheduler.enqueue_request(seed("http://a.example/"))
+    scheduler.enqueue_request(seed("http://b.example/"))
+    first, second = scheduler.next_request(), scheduler.next_request()
+    store = frontier.store
+    stalled = {"on": True}
+    for name in ("settle_failure", "settle_visit", "register", "settle_requeue", "settle_transfer"):
+        original = getattr(store, name)
+
+        def stalling(*args, _original=original, **kwargs):
+            if stalled["on"]:
+                raise StoreStalled("test: Redis paused")
+            return _original(*args, **kwargs)
+
+        setattr(store, name, stalling)
+    frontier.fail(first, "http_500")  # held: the lease stays open here
+    assert frontier.lease_of(first) is not None and len(frontier.held) == 1
+    passed = frontier.visit(page(second, ["http://b.example/x"]), [Request("http://b.example/x")])
+    assert passed == [] and frontier.lease_of(second) is not None and len(frontier.held) == 2
+    crawled = []
+    crawler.engine = type("Engine", (), {"crawl": staticmethod(crawled.append)})()
+    stalled["on"] = False
+    assert frontier.held.replay() == 2 and not frontier.held
+    assert frontier.lease_of(first) is None and frontier.lease_of(second) is None
+    assert [r.url for r in crawled] == ["http://b.example/x"]
+    assert crawler.stats.get_value("aopic/failed/http_500") == 1
+    assert crawler.stats.get_value("aopic/redis_stall/replayed") == 2
+    assert books_balanced(scheduler)
