@@ -438,11 +438,33 @@ define("AOPIC_RECRAWL_FETCH_COST", 30.0, "recrawl", """
 define("AOPIC_RECRAWL_TARGET_YIELD", 1.0, "recrawl", """
     For ``AOPIC_RECRAWL_RULE = "yield"``: expected new links (or, for pages
     without link counts, changes) a revisit should find.""")
-define("AOPIC_RECRAWL_CHANGE_WEIGHT", 0.0, "recrawl", """
-    Value of a content change relative to a new link when planning pages
-    that have link counts. ``0`` (default): only new links make a page
-    worth revisiting (discovery); ``1``: a changed page is worth as much as a
-    new link (freshness of the pages themselves; costs more fetches).""")
+define("AOPIC_RECRAWL_CHANGE_WEIGHT", 1.0, "recrawl", """
+    Value of a content change relative to a new link, both in a page's rate
+    and in the hour-of-week profiles. ``1`` (default): a changed body is an
+    event like a new link (freshness of the pages themselves); ``0``: only
+    new links make a page with link counts worth revisiting (discovery).""")
+define("AOPIC_RECRAWL_CHANGE_WINDOW", 180 * 86400.0, "recrawl", """
+    Seconds: time constant of each page's change history. Observations
+    weigh ``exp(-age / window)``: a page's quick revisits never push out
+    what long intervals showed, and a page that changed its pace is
+    followed within a few windows.""")
+define("AOPIC_RECRAWL_BUDGET", None, "recrawl", """
+    Revisits a day to spend (``None``: no budget; each page is planned on
+    its own by ``AOPIC_RECRAWL_RULE``). The budget is split across pages for
+    the most expected freshness (Cho & Garcia-Molina), weighted by each
+    page's AOPIC importance: pages changing about as often as they can be
+    revisited get the most, pages that never change or change far faster
+    than any affordable revisit get little (``AOPIC_RECRAWL_MAX_INTERVAL``
+    still bounds every page). Re-solved every hour.""")
+define("AOPIC_RECRAWL_BUDGET_SHARE", None, "recrawl", """
+    Instead of ``AOPIC_RECRAWL_BUDGET``: this share (0 to 1) of the crawl's
+    fetches (new pages and revisits, as measured over the last day) goes to
+    revisits.""")
+define("AOPIC_RECRAWL_HOST_GAP", None, "recrawl", """
+    Seconds between two revisits of one host the budget's split allows for
+    (a host's pages together get at most one revisit per gap). ``None``:
+    ``DOWNLOAD_DELAY`` when it is set, else no cap (the download slots still
+    keep politeness when fetching).""")
 define("AOPIC_RECRAWL_KEY_MIN_EVENTS", 100, "recrawl", """
     New links a ``host/first-path-segment`` key must have produced before
     its own hour-of-week profile is used; below that its host's profile is,

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+from email.utils import parsedate_to_datetime
 import os
 import time
 import weakref
@@ -97,8 +98,33 @@ def planner_from_settings(settings) -> RecrawlPlanner:
         forget=aopic_settings.get_optional_float(settings, "AOPIC_RECRAWL_PROFILE_WINDOW"),
         key_min_events=aopic_settings.get_float(settings, "AOPIC_RECRAWL_KEY_MIN_EVENTS"),
         change_weight=aopic_settings.get_float(settings, "AOPIC_RECRAWL_CHANGE_WEIGHT"),
+        change_window=aopic_settings.get_float(settings, "AOPIC_RECRAWL_CHANGE_WINDOW"),
+        budget=aopic_settings.get_optional_float(settings, "AOPIC_RECRAWL_BUDGET"),
+        budget_share=aopic_settings.get_optional_float(settings, "AOPIC_RECRAWL_BUDGET_SHARE"),
+        host_gap=_host_gap(settings),
         forest_retrain=aopic_settings.get_float(settings, "AOPIC_RECRAWL_FOREST_RETRAIN"),
     )
+
+
+def _host_gap(settings) -> float | None:
+    gap = aopic_settings.get_optional_float(settings, "AOPIC_RECRAWL_HOST_GAP")
+    if gap is None:
+        try:
+            delay = float(settings.get("DOWNLOAD_DELAY") or 0.0)
+        except (TypeError, ValueError):
+            delay = 0.0
+        gap = delay if delay > 0 else None
+    return gap
+
+
+def _http_time(value: str | None) -> float | None:
+    """An HTTP date as Unix time (``None`` if absent or unreadable)."""
+    if not value:
+        return None
+    try:
+        return parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
 
 
 class RecrawlHook:
@@ -286,14 +312,25 @@ class RecrawlHook:
         not_modified: bool = False,
         depth: int = 0,
         now: float | None = None,
+        last_modified: float | None = None,
+        importance: float | None = None,
     ) -> float:
-        """Tell the planner about a visit; returns when the page is due again."""
+        """Tell the planner about a visit; returns when the page is due again.
+
+        ``last_modified`` (Unix time; default: the page's last
+        ``Last-Modified`` header, kept by :meth:`observe_response`) dates a
+        change; ``importance`` weighs the page in the budget's split."""
         now = self.clock() if now is None else now
         self.overdue.discard(url)
         revisit = url in self.planner.pages and self.planner.pages[url].last_visit is not None
+        if last_modified is None and changed:
+            version = self.versions.get(url)
+            if version is not None:
+                last_modified = _http_time(version.validators.last_modified)
         due = self.planner.on_visit(
             url, host, now, changed=changed, new_links=new_links,
-            not_modified=not_modified, depth=depth,
+            not_modified=not_modified, depth=depth, last_modified=last_modified,
+            importance=importance,
         )  # fmt: skip
         if revisit:
             self._inc("aopic/recrawl/revisits")
@@ -327,6 +364,8 @@ class RecrawlHook:
             new_links=new_links,
             not_modified=is_not_modified(status),
             depth=lease.depth,
+            # AOPIC's importance estimate is proportional to history + cash.
+            importance=(getattr(lease, "history", 0.0) or 0.0) + (getattr(lease, "cash", 0.0) or 0.0) + 1e-12,
         )
 
     # -- change detection ---------------------------------------------------------------------

@@ -41,6 +41,23 @@ rate profile per key, then picks the page's next visit:
     once ``min_interval`` has passed and comes up again as its cash grows;
     only ``max_interval`` forces it.
 
+Change events are the first-class signal (issue 17): a content change
+(checksum or SimHash), a ``304``, a ``Last-Modified`` inside the interval
+(it bounds when the change happened) and new links all feed a per-page
+change-rate estimate kept in *time* (:class:`~scrapy_aopic.recrawl.
+estimators.TimedChangeHistory`, shrunk towards the rate pooled over its
+``host/first-path-segment``, its host, then everything) and the hour-of-week
+profiles that time the revisits. ``change_weight`` (default 1) is what a
+change is worth next to a new link.
+
+With a budget (``budget`` revisits a day, or ``budget_share`` of all
+fetches) each page's mean revisit frequency is its share of the budget by
+Cho & Garcia-Molina's freshness-optimal rule, importance-weighted
+(:mod:`~scrapy_aopic.recrawl.budget`), with at most one fetch per
+``host_gap`` seconds per host; the profile then places each revisit where
+its expected waiting cost equals that of a periodic revisit at that
+frequency (after the busy hours, not in the middle of the night).
+
 Every planned interval is clamped to ``[min_interval, max_interval]``.
 """
 
@@ -53,7 +70,8 @@ from collections.abc import Iterator
 from operator import mul
 from typing import Any, NamedTuple
 
-from .estimators import ChangeHistory, poisson_tail
+from .budget import FreshnessAllocator
+from .estimators import TimedChangeHistory, poisson_tail
 from .profile import BINS, DAY, HOUR, RateProfile, WeeklyRates, iter_segments, profile_key
 
 MODELS = ("estimator", "forest", "aopic")
@@ -80,6 +98,8 @@ class PageRecord:
         "bins",
         "bins_scale",
         "boost",
+        "weight",
+        "rate",
         "history",
         "due",
         "deadline",
@@ -105,7 +125,9 @@ class PageRecord:
         self.bins: array | None = None
         self.bins_scale = 1.0
         self.boost = 1.0  #: burst multiplier, decays back to 1
-        self.history: ChangeHistory | None = None
+        self.weight = 1.0  #: importance (AOPIC's), for the budget's split
+        self.rate = -1.0  #: events per second last planned with (-1: none yet)
+        self.history: TimedChangeHistory | None = None
         self.due: float | None = None  #: when to release it into the frontier
         self.deadline: float | None = None  #: when it must be fetched
         self.interval: float | None = None  #: the last planned interval
@@ -122,7 +144,7 @@ class Estimate(NamedTuple):
 
     url: str
     links_per_hour: float  #: mean over the week of the page's link rate
-    changes_per_hour: float  #: Cho irregular-interval estimate
+    changes_per_hour: float  #: time-weighted interval-censored MLE, shrunk to the pool
     naive_changes_per_hour: float  #: the biased-low X/T, for comparison
     profile: str  #: which profile shapes it: a key, a host, or "flat"
     visits: int
@@ -153,7 +175,18 @@ class RecrawlPlanner:
         produced before its own profile is used; below that its host's is,
         and below that again a flat one (the seed paper's fallback).
     :param change_weight: value of a content change relative to a new link
-        (0: only new links count for pages with link counts).
+        (0: only new links count for pages with link counts; 1, the default:
+        a changed body is an event like a new link).
+    :param change_window: time constant (seconds) of the per-page change
+        history (:class:`~scrapy_aopic.recrawl.estimators.TimedChangeHistory`).
+    :param budget: revisits a day to spend (``None``: no budget, each page
+        planned on its own by ``rule``).
+    :param budget_share: instead, this share of all fetches the planner
+        sees (new pages and revisits) goes to revisits.
+    :param host_gap: with a budget, seconds between two revisits of one
+        host the split must allow for (``None``: no cap).
+    :param rebalance: least seconds between two solves of the budget's
+        split (one also waits for as many plans as there are pages).
     :param burst_boost: react to counts far above the expected (bursts):
         a count whose Poisson tail probability is below ``burst_p`` multiplies
         the page's rate by observed / expected (at most 10), a factor that
@@ -173,11 +206,15 @@ class RecrawlPlanner:
         forget: float | None = 28 * DAY,
         scale_forget: float | None = 7 * DAY,
         key_min_events: float = 100.0,
-        change_weight: float = 0.0,
+        change_weight: float = 1.0,
+        change_window: float = 180 * DAY,
+        budget: float | None = None,
+        budget_share: float | None = None,
+        host_gap: float | None = None,
+        rebalance: float = HOUR,
         burst_boost: bool = True,
         burst_p: float = 0.01,
         burst_decay: float = 0.5,
-        history_capacity: int = 32,
         forest_retrain: float = DAY,
         forest_options: dict[str, Any] | None = None,
         profile_options: dict[str, Any] | None = None,
@@ -194,6 +231,12 @@ class RecrawlPlanner:
             raise ValueError(f"AOPIC_RECRAWL_TARGET_YIELD must be > 0, got {target_yield!r}")
         if not fetch_cost > 0:
             raise ValueError(f"AOPIC_RECRAWL_FETCH_COST must be > 0, got {fetch_cost!r}")
+        if budget is not None and budget_share is not None:
+            raise ValueError("set AOPIC_RECRAWL_BUDGET or AOPIC_RECRAWL_BUDGET_SHARE, not both")
+        if budget is not None and not budget > 0:
+            raise ValueError(f"AOPIC_RECRAWL_BUDGET must be > 0, got {budget!r}")
+        if budget_share is not None and not 0 < budget_share < 1:
+            raise ValueError(f"AOPIC_RECRAWL_BUDGET_SHARE must be in (0, 1), got {budget_share!r}")
         self.min_interval = float(min_interval)
         self.max_interval = float(max_interval)
         if initial_interval is None:
@@ -210,7 +253,25 @@ class RecrawlPlanner:
         self.burst_boost = burst_boost
         self.burst_p = burst_p
         self.burst_decay = burst_decay
-        self.history_capacity = history_capacity
+        self.change_window = float(change_window)
+        self.budget = budget
+        self.budget_share = budget_share
+        self.host_gap = host_gap
+        self.rebalance = rebalance
+        self.allocator = (
+            FreshnessAllocator(1.0 / self.max_interval, 1.0 / self.min_interval)
+            if budget is not None or budget_share is not None
+            else None
+        )
+        self._solved_at: float | None = None
+        self._solved_pages = 0
+        self._plans_since_solve = 0
+        #: pooled change counts: name -> [changes, seconds], weighted like
+        #: TimedChangeHistory (exp((t - _pool_base) / change_window))
+        self._pools: dict[str, list[float]] = {}
+        self._pool_base: float | None = None
+        #: all visits seen (new pages and revisits), for ``budget_share``
+        self._fetch_clock: list[float] = [0.0, 0.0, 0.0]  # weighted count, weighted seconds, last
         self.profile_options = dict(profile_options or {})
         self.pages: dict[str, PageRecord] = {}
         self.profiles: dict[str, RateProfile] = {}
@@ -265,6 +326,8 @@ class RecrawlPlanner:
         new_links: int | None = None,
         not_modified: bool = False,
         depth: int = 0,
+        last_modified: float | None = None,
+        importance: float | None = None,
     ) -> float:
         """Record a visit of ``url`` at ``now`` and plan the next one.
 
@@ -275,6 +338,11 @@ class RecrawlPlanner:
             not counted).
         :param not_modified: the server answered ``304 Not Modified``
             (implies unchanged, no new links).
+        :param last_modified: the response's ``Last-Modified`` (Unix time),
+            if any: when it falls after the previous visit it dates the
+            change.
+        :param importance: the page's importance (its share of the budget
+            grows with it); ``None`` keeps the last one (1 at first).
         :returns: the time the page is due again.
         """
         record = self.pages.get(url)
@@ -284,6 +352,10 @@ class RecrawlPlanner:
         else:
             record.host = host
         record.failures = 0
+        if importance is not None and importance > 0:
+            record.weight = importance
+        if self.budget_share is not None:
+            self._count_fetch(now)
         previous = record.last_visit
         if not_modified:
             changed = False
@@ -291,7 +363,7 @@ class RecrawlPlanner:
         if changed is None and new_links is not None:
             changed = new_links > 0
         if previous is not None and now > previous:
-            self._learn(url, record, previous, now, changed, new_links, not_modified)
+            self._learn(url, record, previous, now, changed, new_links, not_modified, last_modified)
         record.last_visit = now if previous is None else max(now, previous)
         record.visits += 1
         return self._schedule(url, record, now)
@@ -305,66 +377,130 @@ class RecrawlPlanner:
         changed: bool | None,
         new_links: int | None,
         not_modified: bool,
+        last_modified: float | None = None,
     ) -> None:
         span = now - previous
         self.revisits += 1
         if not_modified:
             record.not_modified += 1
             self.not_modified += 1
+        # A Last-Modified after the previous visit dates the change (before
+        # it, or in the future, it says nothing the checksum did not).
+        dated = last_modified if changed and last_modified is not None and previous < last_modified <= now else None
         if changed is not None:
             if record.history is None:
-                record.history = ChangeHistory(self.history_capacity)
-            record.history.add(span, changed)
+                record.history = TimedChangeHistory(self.change_window)
+            record.history.add(now, span, changed, dated)
+            self._pool_add(record, now, span, changed)
             if changed:
                 record.changes += 1
                 self.changed += 1
             else:
                 self.unchanged += 1
-        if new_links is None:
+        if new_links is None and changed is None:
             return
-        record.new_links += new_links
-        self.new_links_on_revisits += new_links
+        links = new_links or 0
+        record.new_links += links
+        self.new_links_on_revisits += links
         fade = math.exp(-span / self.scale_forget) if self.scale_forget is not None else 1.0
         if self.model == "aopic":
             # Cash decides revisits; keep only the page's flat link rate
             # (for stats), not the profiles.
-            record.events = record.events * fade + new_links
-            record.exposure = record.exposure * fade + span
+            if new_links is not None:
+                record.events = record.events * fade + links
+                record.exposure = record.exposure * fade + span
             return
         _, shape = self.shape_of(record)
-        if self.burst_boost and record.counted and record.new_links > new_links:
-            expected = self._scale(record, shape) * record.boost * shape.integral(previous, now)
-            if new_links >= 3 and poisson_tail(new_links, expected) < self.burst_p:
-                record.boost = min(new_links / max(expected, 1e-9), 10.0)
-                self.bursts += 1
-            else:
-                record.boost = 1.0 + self.burst_decay * (record.boost - 1.0)
-        record.events = record.events * fade + new_links
-        if record.bins is None and record.new_links > 0:
-            # A hub from now on: keep its watched seconds per hour of the week,
-            # so its scale is measured against the profile's current shape
-            # (the shape is still being learnt). What was watched before is
-            # spread evenly.
-            record.bins = array("d", [record.exposure / BINS] * BINS)
-            record.bins_scale = 1.0
-        record.exposure = record.exposure * fade + span
-        if record.bins is not None:
-            # Forget by scaling one factor, not 168 bins: actual seconds are
-            # stored * bins_scale.
-            record.bins_scale *= fade
-            if record.bins_scale < 1e-100:
-                record.bins = array("d", (x * record.bins_scale for x in record.bins))
+        if new_links is not None:
+            if self.burst_boost and record.counted and record.new_links > links:
+                expected = self._scale(record, shape) * record.boost * shape.integral(previous, now)
+                if links >= 3 and poisson_tail(links, expected) < self.burst_p:
+                    record.boost = min(links / max(expected, 1e-9), 10.0)
+                    self.bursts += 1
+                else:
+                    record.boost = 1.0 + self.burst_decay * (record.boost - 1.0)
+            record.events = record.events * fade + links
+            if record.bins is None and record.new_links > 0:
+                # A hub from now on: keep its watched seconds per hour of the
+                # week, so its scale is measured against the profile's current
+                # shape (still being learnt). What was watched before is
+                # spread evenly. Hubs are revisited often: few pieces each.
+                record.bins = array("d", [record.exposure / BINS] * BINS)
                 record.bins_scale = 1.0
-            bins, unit = record.bins, record.bins_scale
-            for b, seconds in iter_segments(previous, now):
-                bins[b] += seconds / unit
-        self._profile(record.key).observe(previous, now, new_links)
+            record.exposure = record.exposure * fade + span
+            if record.bins is not None:
+                # Forget by scaling one factor, not 168 bins: actual seconds
+                # are stored * bins_scale.
+                record.bins_scale *= fade
+                if record.bins_scale < 1e-100:
+                    record.bins = array("d", (x * record.bins_scale for x in record.bins))
+                    record.bins_scale = 1.0
+                bins, unit = record.bins, record.bins_scale
+                for b, seconds in iter_segments(previous, now):
+                    bins[b] += seconds / unit
+        # The profiles learn from every event: new links and, weighted,
+        # content changes (most pages change without new links).
+        events = links + (self.change_weight if changed else 0.0)
+        self._profile(record.key).observe(previous, now, events, at=dated)
         if record.site != record.key:
-            self._profile(record.site).observe(previous, now, new_links)
+            self._profile(record.site).observe(previous, now, events, at=dated)
         if self.forest is not None:
-            self.forest.observe(record.key, record.site, previous, now, new_links)
+            self.forest.observe(record.key, record.site, previous, now, events)
             if self.forest.due_for_training(now):
                 self.forest.train(now)
+
+    # -- pooled change rates (the prior of pages with little history) ----------------
+
+    def _pool_weight(self, now: float) -> float:
+        if self._pool_base is None:
+            self._pool_base = now
+        exponent = (now - self._pool_base) / self.change_window
+        if exponent > 30.0:
+            factor = math.exp(-exponent)
+            for pool in self._pools.values():
+                pool[0] *= factor
+                pool[1] *= factor
+            self._pool_base = now
+            exponent = 0.0
+        return math.exp(exponent)
+
+    def _pool_add(self, record: PageRecord, now: float, span: float, changed: bool) -> None:
+        w = self._pool_weight(now)
+        for name in (record.key, record.site, "*"):
+            pool = self._pools.get(name)
+            if pool is None:
+                pool = self._pools[name] = [0.0, 0.0]
+            pool[0] += w if changed else 0.0
+            pool[1] += w * span
+            if name == record.site == record.key:
+                break
+
+    #: changes a pool must have seen before its rate is used as a prior
+    POOL_MIN_CHANGES = 3.0
+
+    def prior_rate(self, record: PageRecord, now: float) -> float:
+        """Changes per second pooled over the page's key, else its host,
+        else every page (changes over seconds watched: biased low when
+        visits are rare, but only a prior)."""
+        if self._pool_base is None:
+            return 0.0
+        # Stored weights grow with time: the effective count is stored / w(now).
+        unit = math.exp(max(0.0, now - self._pool_base) / self.change_window)
+        for name in (record.key, record.site):
+            pool = self._pools.get(name)
+            if pool is not None and pool[0] >= self.POOL_MIN_CHANGES * unit and pool[1] > 0:
+                return pool[0] / pool[1]
+        pool = self._pools.get("*")
+        return pool[0] / pool[1] if pool is not None and pool[0] > 0 and pool[1] > 0 else 0.0
+
+    def _count_fetch(self, now: float) -> None:
+        clock = self._fetch_clock
+        if clock[2]:
+            fade = math.exp(-max(0.0, now - clock[2]) / DAY)
+            clock[1] = clock[1] * fade + (now - clock[2])
+            clock[0] *= fade
+        clock[0] += 1.0
+        clock[2] = now
 
     def on_failure(self, url: str, host: str, now: float) -> float:
         """A revisit failed (network error, 5xx): try again later, backing
@@ -415,6 +551,23 @@ class RecrawlPlanner:
         # being written off at once: its interval grows as it stays quiet.
         return (record.events + 0.5) / watched if watched > 0 else 0.0
 
+    def page_rate(self, record: PageRecord, now: float) -> float | None:
+        """Events per second (mean over the week) the page is planned with:
+        its new links, plus ``change_weight`` times its change rate (the
+        change rate alone for a page without link counts). ``None``:
+        nothing known yet."""
+        hub = record.counted and record.new_links > 0
+        rate = self._scale(record, self.shape_of(record)[1]) * record.boost if hub else 0.0
+        weight = self.change_weight if record.counted else 1.0
+        if weight > 0 and record.history is not None and len(record.history):
+            rate += weight * record.history.rate(now, self.prior_rate(record, now))
+        elif not hub:
+            if self.allocator is None or record.history is not None:
+                return None if record.history is None else 0.0
+            prior = self.prior_rate(record, now)  # a new page: its section's rate
+            return prior if prior > 0 else None
+        return rate
+
     def plan_interval(self, url: str, now: float) -> float:
         """The interval the planner would pick for ``url`` after a visit at
         ``now`` (clamped to ``[min_interval, max_interval]``)."""
@@ -424,42 +577,82 @@ class RecrawlPlanner:
     def _interval(self, record: PageRecord, now: float) -> float:
         if self.model == "aopic":
             return self.min_interval
-        interval = None
-        if record.counted and record.new_links > 0:
-            _, shape = self.shape_of(record)
-            scale = self._scale(record, shape) * record.boost
-            if scale <= 0:
-                interval = self.max_interval
-            else:
-                # rate(t) = scale * shape(t): integrate the shape with the
-                # target divided by the scale (no per-page profile needed).
-                if self.rule == "yield":
-                    t = shape.time_to_yield(now, self.target_yield / scale, self.max_interval)
-                else:
-                    t = shape.time_to_delay(now, self.fetch_cost / scale, self.max_interval)
-                interval = t - now
-            if self.change_weight > 0 and record.history is not None:
-                rate = self.change_weight * record.history.rate()
-                if rate > 0:
-                    interval = min(interval, self._flat_interval(rate))
-        elif record.history is not None and len(record.history):
-            # No new link yet: plan from the change rate if changes count
-            # (or are all we know), else back off while nothing happens.
-            rate = record.history.rate()
-            if rate > 0 and (not record.counted or self.change_weight > 0):
-                weight = self.change_weight if record.counted else 1.0
-                interval = self._flat_interval(weight * rate)
-            else:
-                interval = 2.0 * (record.interval or self.initial_interval)
-        else:
+        rate = self.page_rate(record, now)
+        if rate is None:
             interval = self.initial_interval
+        elif rate <= 0:
+            # Nothing ever happened here: back off while nothing happens.
+            interval = 2.0 * (record.interval or self.initial_interval)
+        else:
+            record.rate = rate
+            _, shape = self.shape_of(record)
+            if self.allocator is not None:
+                self._maybe_rebalance(now)
+                period = 1.0 / self.allocator.frequency(rate, record.weight)
+                if period >= self.max_interval:
+                    interval = self.max_interval
+                else:
+                    # The mean frequency is the budget's; the profile says
+                    # when: the same expected waiting as a periodic visit
+                    # (period^2 / 2 event-seconds per unit rate), so visits
+                    # bunch after busy hours and thin out at night.
+                    t = shape.time_to_delay(now, 0.5 * period * period, self.max_interval)
+                    interval = t - now
+            elif self.rule == "yield":
+                interval = shape.time_to_yield(now, self.target_yield / rate, self.max_interval) - now
+            else:
+                # rate(t) = rate * shape(t): integrate the shape with the
+                # target divided by the rate (no per-page profile needed).
+                interval = shape.time_to_delay(now, self.fetch_cost / rate, self.max_interval) - now
         return min(max(interval, self.min_interval), self.max_interval)
 
-    def _flat_interval(self, rate: float) -> float:
-        """The rule's interval for a constant ``rate`` (changes per second)."""
-        if self.rule == "yield":
-            return self.target_yield / rate
-        return math.sqrt(2.0 * self.fetch_cost / rate)
+    # -- the budget --------------------------------------------------------------------
+
+    def budget_per_second(self) -> float | None:
+        """Revisits per second to spend (``None``: no budget)."""
+        if self.budget is not None:
+            return self.budget / DAY
+        if self.budget_share is not None:
+            count, seconds, _ = self._fetch_clock
+            if seconds <= 0:
+                return None
+            return self.budget_share * count / seconds
+        return None
+
+    def _maybe_rebalance(self, now: float) -> None:
+        allocator = self.allocator
+        n = len(self.pages)
+        # A solve is O(pages): done at most once per ``pages`` plans (O(1)
+        # per visit amortised) and not more often than ``rebalance``, except
+        # while the set of pages grows by a tenth.
+        self._plans_since_solve += 1
+        if (
+            allocator.mu is not None
+            and self._solved_at is not None
+            and (now - self._solved_at < self.rebalance or self._plans_since_solve < n)
+            and n <= 1.1 * self._solved_pages
+        ):
+            return
+        self.rebalance_now(now)
+
+    def rebalance_now(self, now: float) -> None:
+        """Solve the budget's split over every page planned (O(pages))."""
+        budget = self.budget_per_second()
+        self._solved_at = now
+        self._solved_pages = len(self.pages)
+        self._plans_since_solve = 0
+        if budget is None:
+            return
+        rates, weights, hosts, index = [], [], [], {}
+        for record in self.pages.values():
+            rate = record.rate
+            if rate < 0:
+                rate = self.prior_rate(record, now)  # not planned yet
+            rates.append(rate)
+            weights.append(record.weight)
+            hosts.append(index.setdefault(record.host, len(index)))
+        cap = 1.0 / self.host_gap if self.host_gap else None
+        self.allocator.solve(rates, weights, budget, hosts, cap)
 
     def _schedule(self, url: str, record: PageRecord, now: float) -> float:
         interval = self._interval(record, now)
@@ -535,7 +728,8 @@ class RecrawlPlanner:
         links = self._scale(record, shape) * HOUR if record.counted else 0.0
         changes = naive = 0.0
         if record.history is not None and len(record.history):
-            changes = record.history.rate() * HOUR
+            now = record.last_visit or 0.0
+            changes = record.history.rate(now, self.prior_rate(record, now)) * HOUR
             naive = record.history.naive() * HOUR
         return Estimate(
             url, links, changes, naive, source, record.visits, record.interval, record.due
@@ -573,11 +767,14 @@ class RecrawlPlanner:
                 r.host, r.depth, r.last_visit, r.visits, r.changes, r.not_modified,
                 r.new_links, r.events, r.exposure, r.boost,
                 r.history.to_state() if r.history is not None else None,
-                r.due, r.deadline, r.interval, r.failures,
+                r.due, r.deadline, r.interval, r.failures, r.weight, r.rate,
                 [x * r.bins_scale for x in r.bins] if r.bins is not None else None,
             ]  # fmt: skip
         return {
-            "version": 2,
+            "version": 3,
+            "pools": self._pools,
+            "pool_base": self._pool_base,
+            "mu": self.allocator.mu if self.allocator is not None else None,
             "pages": pages,
             "profiles": {name: p.to_state() for name, p in self.profiles.items()},
             "counters": [
@@ -588,7 +785,7 @@ class RecrawlPlanner:
 
     def load_state(self, state: dict) -> None:
         """Restore what :meth:`to_state` saved (settings stay this object's)."""
-        if state.get("version") != 2:
+        if state.get("version") != 3:
             raise ValueError(f"unknown recrawl state version {state.get('version')!r}")
         self.pages.clear()
         self._heap.clear()
@@ -598,10 +795,10 @@ class RecrawlPlanner:
             (r.last_visit, r.visits, r.changes, r.not_modified, r.new_links,
              r.events, r.exposure, r.boost) = f[2:10]  # fmt: skip
             if f[10] is not None:
-                r.history = ChangeHistory.from_state(f[10], self.history_capacity)
-            r.due, r.deadline, r.interval, r.failures = f[11:15]
-            if f[15] is not None:
-                r.bins = array("d", f[15])
+                r.history = TimedChangeHistory.from_state(f[10], self.change_window)
+            r.due, r.deadline, r.interval, r.failures, r.weight, r.rate = f[11:17]
+            if f[17] is not None:
+                r.bins = array("d", f[17])
             self.pages[url] = r
             if r.due is not None:
                 heapq.heappush(self._heap, (r.due, url))
@@ -609,6 +806,10 @@ class RecrawlPlanner:
             name: RateProfile.from_state(p, forget=self.forget, **self.profile_options)
             for name, p in state["profiles"].items()
         }
+        self._pools = {name: [float(a), float(b)] for name, (a, b) in state["pools"].items()}
+        self._pool_base = state["pool_base"]
+        if self.allocator is not None:
+            self.allocator.mu = state.get("mu")
         (self.revisits, self.changed, self.unchanged, self.not_modified,
          self.new_links_on_revisits, self.bursts) = state["counters"]  # fmt: skip
 

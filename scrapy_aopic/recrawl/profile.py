@@ -95,7 +95,7 @@ class WeeklyRates:
     :param rates: 168 non-negative rates, bin 0 = Monday 00:00-01:00 UTC.
     """
 
-    __slots__ = ("rates", "_cumulative", "week_total", "mean")
+    __slots__ = ("rates", "_cumulative", "_cumulative2", "week_total", "mean")
 
     def __init__(self, rates: Sequence[float]):
         if len(rates) != BINS:
@@ -105,6 +105,12 @@ class WeeklyRates:
         for r in self.rates:
             cumulative.append(cumulative[-1] + r * HOUR)
         self._cumulative = cumulative
+        # Integral of the cumulative within a week, at each hour boundary:
+        # the expected waiting (event-seconds) in closed form.
+        cumulative2 = [0.0]
+        for b, r in enumerate(self.rates):
+            cumulative2.append(cumulative2[-1] + cumulative[b] * HOUR + 0.5 * r * HOUR * HOUR)
+        self._cumulative2 = cumulative2
         self.week_total = cumulative[-1]  #: expected events in one week
         self.mean = self.week_total / WEEK  #: mean rate over the week
 
@@ -164,37 +170,62 @@ class WeeklyRates:
         t = weeks * WEEK + seconds - _WEEK_SHIFT
         return min(max(t, t0), t0 + horizon)
 
+    def _waiting(self, x: float) -> tuple[float, float]:
+        """``(L(x), C(x))`` for ``x`` seconds after a Monday 00:00 UTC: the
+        expected events since then and their integral over time."""
+        weeks = math.floor(x / WEEK)
+        offset = x - weeks * WEEK
+        b = min(int(offset // HOUR), BINS - 1)
+        into = offset - b * HOUR
+        total = self.week_total
+        within = self._cumulative[b] + self.rates[b] * into
+        within2 = self._cumulative2[b] + self._cumulative[b] * into + 0.5 * self.rates[b] * into * into
+        events = weeks * total + within
+        integral = total * WEEK * weeks * (weeks - 1) / 2 + weeks * self._cumulative2[-1]
+        return events, integral + weeks * total * offset + within2
+
     def time_to_delay(self, t0: float, target: float, horizon: float) -> float:
         """Smallest ``t`` in ``[t0, t0 + horizon]`` where the expected total
         waiting time of the events since ``t0`` (event-seconds,
-        ``integral over s of (t - s) rate(s)``) reaches ``target``."""
+        ``integral over s of (t - s) rate(s)``) reaches ``target``.
+
+        Closed form per hour (the waiting is ``C(t) - C(t0) - L(t0)(t - t0)``
+        with ``L``, ``C`` the cumulative and its integral) and a bisection
+        over the hours: O(log(horizon / 1 h)), whatever the horizon."""
         if target <= 0:
             return t0
-        end = t0 + horizon
-        owed = 0.0  # event-seconds accumulated up to t
-        count = 0.0  # events since t0 up to t
-        t = t0
-        while t < end:
-            b = hour_of_week(t)
-            boundary = (math.floor((t + _WEEK_SHIFT) / HOUR) + 1) * HOUR - _WEEK_SHIFT
-            step_end = min(boundary, end)
-            if step_end <= t:
-                step_end = math.nextafter(t, math.inf)
-            d = step_end - t
-            r = self.rates[b]
-            # owed(t + x) = owed + count x + r x^2 / 2
-            gained = count * d + 0.5 * r * d * d
-            if owed + gained >= target:
-                need = target - owed
-                if r > 0:
-                    x = (-count + math.sqrt(count * count + 2.0 * r * need)) / r
-                else:
-                    x = need / count
-                return min(t + x, end)
-            owed += gained
-            count += r * d
-            t = step_end
-        return end
+        base = week_start(t0)
+        x0 = t0 - base
+        events0, integral0 = self._waiting(x0)
+
+        def owed(x: float) -> float:
+            events, integral = self._waiting(x)
+            return integral - integral0 - events0 * (x - x0)
+
+        end = x0 + horizon
+        if owed(end) < target:
+            return t0 + horizon
+        # First hour boundary k * HOUR (k in [lo, hi]) where the waiting
+        # reaches the target; the answer is inside the hour before it.
+        lo = math.floor(x0 / HOUR) + 1
+        hi = math.ceil(end / HOUR)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if owed(min(mid * HOUR, end)) >= target:
+                hi = mid
+            else:
+                lo = mid + 1
+        start = max(x0, (lo - 1) * HOUR)
+        need = target - owed(start)
+        events, _ = self._waiting(start)
+        count = events - events0
+        r = self.rates[min(int((start - math.floor(start / WEEK) * WEEK) // HOUR), BINS - 1)]
+        # owed(start + d) = owed(start) + count d + r d^2 / 2
+        if r > 0:
+            d = (-count + math.sqrt(count * count + 2.0 * r * need)) / r
+        else:
+            d = need / count if count > 0 else horizon
+        return min(base + start + d, t0 + horizon)
 
 
 class RateProfile:
@@ -225,6 +256,9 @@ class RateProfile:
         "_fitted_at",
         "_count_total",
         "_exposure_total",
+        "_diff",
+        "_all_bins",
+        "_pending",
     )
 
     def __init__(
@@ -252,6 +286,10 @@ class RateProfile:
         self._fitted_at = -1
         self._count_total = 0.0  # sum of counts, kept up to date (stored units)
         self._exposure_total = 0.0
+        # Exposure not yet in the bins (see _add_exposure).
+        self._diff = [0.0] * (BINS + 1)
+        self._all_bins = 0.0
+        self._pending = False
 
     # -- learning -----------------------------------------------------------
 
@@ -262,6 +300,7 @@ class RateProfile:
             self._reference = t
         exponent = (t - self._reference) / self.forget
         if exponent > 30.0:
+            self._flush()
             factor = math.exp(-exponent)
             self.counts = [c * factor for c in self.counts]
             self.exposure = [e * factor for e in self.exposure]
@@ -278,32 +317,82 @@ class RateProfile:
             return 1.0
         return math.exp((self._last - self._reference) / self.forget)
 
-    def observe(self, t0: float, t1: float, count: float) -> None:
-        """A visit at ``t1`` counted ``count`` events since the visit at ``t0``."""
+    def observe(self, t0: float, t1: float, count: float, at: float | None = None) -> None:
+        """A visit at ``t1`` counted ``count`` events since the visit at
+        ``t0``; ``at``, if known, is when they happened (a
+        ``Last-Modified``)."""
         if t1 <= t0:
             return
         weight = self._weight(t1)
-        pieces = list(iter_segments(t0, t1))
         self._count_total += weight * count
         self._exposure_total += weight * (t1 - t0)
-        if count > 0 and len(pieces) > 1:
-            # Spread the count like the current estimate says it arrived.
-            rates = self.weekly().rates
-            masses = [rates[b] * seconds for b, seconds in pieces]
-            total = math.fsum(masses)
-            if total <= 0:
-                masses = [seconds for _, seconds in pieces]
+        self._add_exposure(t0, t1, weight)
+        if count > 0:
+            if at is not None and t0 <= at <= t1:
+                self.counts[hour_of_week(at)] += weight * count
+            elif t1 - t0 <= HOUR - ((t0 + _WEEK_SHIFT) % HOUR):
+                self.counts[hour_of_week(t0)] += weight * count  # one bin
+            else:
+                # Spread the count like the current estimate says it arrived.
+                pieces = list(iter_segments(t0, t1))
+                rates = self.weekly().rates
+                masses = [rates[b] * seconds for b, seconds in pieces]
                 total = math.fsum(masses)
-            for (b, seconds), mass in zip(pieces, masses):
-                self.counts[b] += weight * count * mass / total
-                self.exposure[b] += weight * seconds
-        else:
-            for b, seconds in pieces:
-                self.exposure[b] += weight * seconds
-            if count > 0:
-                self.counts[pieces[0][0]] += weight * count
+                if total <= 0:
+                    masses = [seconds for _, seconds in pieces]
+                    total = math.fsum(masses)
+                for (b, _), mass in zip(pieces, masses):
+                    self.counts[b] += weight * count * mass / total
         self._last = max(t1, self._last or t1)
         self.observations += 1
+
+    def _add_exposure(self, t0: float, t1: float, weight: float) -> None:
+        """Add ``[t0, t1]`` to the bins' exposure in O(1): whole weeks to
+        every bin at once, whole hours as a range of a difference array
+        (summed when read), the two partial hours directly."""
+        span = t1 - t0
+        if span >= WEEK:
+            weeks = math.floor(span / WEEK)
+            self._all_bins += weight * weeks * HOUR
+            t0 += weeks * WEEK
+        if t1 <= t0:
+            return
+        first_end = (math.floor((t0 + _WEEK_SHIFT) / HOUR) + 1) * HOUR - _WEEK_SHIFT
+        b0 = hour_of_week(t0)
+        if t1 <= first_end:
+            self.exposure[b0] += weight * (t1 - t0)
+            return
+        self.exposure[b0] += weight * (first_end - t0)
+        last_start = math.floor((t1 + _WEEK_SHIFT) / HOUR) * HOUR - _WEEK_SHIFT
+        if t1 > last_start:
+            self.exposure[hour_of_week(t1)] += weight * (t1 - last_start)
+        full = int(round((last_start - first_end) / HOUR))
+        if full > 0:
+            diff = self._diff
+            start = (b0 + 1) % BINS
+            stop = start + full
+            diff[start] += weight * HOUR
+            if stop <= BINS:
+                diff[stop] -= weight * HOUR
+            else:  # wraps past Sunday 24:00
+                diff[BINS] -= weight * HOUR
+                diff[0] += weight * HOUR
+                diff[stop - BINS] -= weight * HOUR
+            self._pending = True
+
+    def _flush(self) -> None:
+        """Fold the pending range additions into ``exposure``."""
+        if not self._pending and not self._all_bins:
+            return
+        running, every = 0.0, self._all_bins
+        diff, exposure = self._diff, self.exposure
+        for b in range(BINS):
+            running += diff[b]
+            exposure[b] += running + every
+            diff[b] = 0.0
+        diff[BINS] = 0.0
+        self._all_bins = 0.0
+        self._pending = False
 
     # -- reading ---------------------------------------------------------------
 
@@ -319,15 +408,16 @@ class RateProfile:
 
     def flat_rate(self) -> float:
         """Events per second over everything watched (0 with no data)."""
+        self._flush()
         exposure = math.fsum(self.exposure)
         return math.fsum(self.counts) / exposure if exposure > 0 else 0.0
 
     def weekly(self) -> WeeklyRates:
         """The current estimate as :class:`WeeklyRates` (refitted lazily:
-        after about every 2 % new observations, since one visit barely
-        moves 168 bins)."""
+        after about every 2 % new observations, and at least 8, since one
+        visit barely moves 168 bins)."""
         if self._weekly is not None and (
-            self.observations - self._fitted_at <= self._fitted_at // 50
+            self.observations - self._fitted_at <= max(8, self._fitted_at // 50)
         ):
             return self._weekly
         self._weekly = WeeklyRates(self._fit())
@@ -343,6 +433,7 @@ class RateProfile:
         return self._shape
 
     def _fit(self) -> list[float]:
+        self._flush()
         counts, exposure = self.counts, self.exposure
         total_exposure = math.fsum(exposure)
         if total_exposure <= 0:
@@ -416,7 +507,10 @@ class RateProfile:
     # -- persistence -------------------------------------------------------------
 
     def to_state(self) -> dict:
-        """JSON-able state."""
+        """JSON-able state (the fit is redone from it, here too, so a
+        restored profile plans exactly like this one)."""
+        self._flush()
+        self._weekly = self._shape = None
         return {
             "counts": self.counts,
             "exposure": self.exposure,

@@ -1,0 +1,304 @@
+"""Re-crawl on real change traces, at equal cost (issue 17).
+
+Each trace (``benchmarks/recrawl_traces.py``: Debian changelogs, the PEPs,
+the Rust book) is a set of pages with the times their content changed. A
+policy fetches pages; a fetch sees whether the page changed since the
+previous fetch. The planner is driven exactly as a crawl drives it:
+:func:`~scrapy_aopic.recrawl.hook.planner_from_settings` with the default
+settings plus ``AOPIC_RECRAWL_BUDGET`` (one revisit per page per day), and a
+:class:`~scrapy_aopic.recrawl.hook.RecrawlHook` whose ``next_lease`` the
+loop calls as the frontier does (a per-host gap of 60 s is the download
+slot); it is told only changed / unchanged at each visit (and, in the
+``+Last-Modified`` row, the server's ``Last-Modified``). The first half
+year is history (learnt online, not scored); the rest is scored.
+
+Every other policy gets the planner's measured cost (fetches in the scored
+period) and revisits each page periodically:
+
+* ``fixed``: every page every ``I``, all at the same time of day (the best of
+  24 hourly phases, chosen in hindsight: the best fixed interval);
+* ``uniform``: every page every ``I``, phases spread (Cho's uniform);
+* ``proportional``: frequency proportional to the page's true mean rate;
+* ``oracle``: Cho & Garcia-Molina's freshness-optimal frequencies from each
+  page's *true* mean rate (a bound for any policy that knows only rates).
+
+Figures: fetches, hit rate (fetches that found a change), mean delay (change
+-> detected, hours), freshness (time-averaged share of fresh pages), age
+(time-averaged hours since the first undetected change), and the planner's
+cost per visit (µs, hook and planner).
+
+    .venv/bin/python benchmarks/bench_recrawl_traces.py        # ~2 minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import math
+import sys
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from scrapy.settings import Settings  # noqa: E402
+
+from recrawl_traces import YEAR, Trace, load  # noqa: E402
+from scrapy_aopic.recrawl.budget import FreshnessAllocator  # noqa: E402
+from scrapy_aopic.recrawl.hook import RecrawlHook, planner_from_settings  # noqa: E402
+from scrapy_aopic.store.base import Lease  # noqa: E402
+
+HOUR = 3600.0
+DAY = 86400.0
+HOST_GAP = 60.0
+WARMUP = 0.5 * YEAR
+OUT = ROOT / "docs" / "_static" / "bench"
+
+
+class Score(NamedTuple):
+    fetches: int
+    hits: int
+    changes: int
+    delay: float  #: mean, seconds
+    freshness: float
+    age: float  #: mean, seconds
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.fetches if self.fetches else 0.0
+
+
+def score(trace: Trace, fetches: dict[str, list[float]], a: float, b: float) -> Score:
+    """Score fetch times (sorted per page; the first crawl at the trace's
+    start included) on ``[a, b)``."""
+    n_fetch = hits = n_change = 0
+    delay = stale = age = 0.0
+    for page in trace.pages:
+        times = fetches[page.url]
+        changes = page.changes
+        for c in changes:
+            if a <= c < b:
+                i = bisect.bisect_left(times, c)
+                delay += (times[i] if i < len(times) else b + 7 * DAY) - c
+                n_change += 1
+        for k, f in enumerate(times):
+            previous = times[k - 1] if k else -math.inf
+            j = bisect.bisect_right(changes, previous)
+            changed = j < len(changes) and changes[j] <= f
+            if a <= f < b:
+                n_fetch += 1
+                hits += changed
+            if changed:
+                # Stale from the first change after the previous fetch until f.
+                lo, hi = max(changes[j], a), min(f, b)
+                if hi > lo:
+                    stale += hi - lo
+                    age += 0.5 * ((hi - changes[j]) ** 2 - (lo - changes[j]) ** 2)
+        last = times[-1] if times else -math.inf
+        j = bisect.bisect_right(changes, last)
+        if j < len(changes) and changes[j] < b:  # stale at the end
+            lo = max(changes[j], a)
+            stale += b - lo
+            age += 0.5 * ((b - changes[j]) ** 2 - (lo - changes[j]) ** 2)
+    span = (b - a) * len(trace.pages)
+    return Score(n_fetch, hits, n_change, delay / max(n_change, 1), 1 - stale / span, age / span)
+
+
+# -- the planner, driven as the frontier drives it ------------------------------------
+
+
+class TraceStore:
+    """The least of a frontier store the hook uses: every page can be
+    re-pended and taken (the simulated crawl has nothing else to fetch)."""
+
+    def __init__(self, hosts: dict[str, str]):
+        self.hosts = hosts
+        self.pending: set[str] = set()
+
+    def repend(self, link) -> bool:
+        self.pending.add(link.url)
+        return True
+
+    def take(self, url: str):
+        if url not in self.pending:
+            return None
+        self.pending.discard(url)
+        return Lease(url, 0, 1.0, self.hosts[url], 0, None, 0.0, None, 1)
+
+    def get(self, url):
+        return None
+
+    def iter_accounts(self):
+        return iter(())
+
+
+def run_planner(trace: Trace, settings: dict, last_modified: bool) -> tuple[dict, float, int]:
+    """Fetch times per page, µs per visit in hook + planner, visits."""
+    planner = planner_from_settings(Settings({"AOPIC_RECRAWL": True, **settings}))
+    clock = [trace.start]
+    # Stats and state saving run once a simulated day (not the planner's cost).
+    hook = RecrawlHook(None, planner, clock=lambda: clock[0], state_interval=DAY)
+    hosts = {p.url: p.host for p in trace.pages}
+    store = TraceStore(hosts)
+    hook.open(store)
+    changes = {p.url: p.changes for p in trace.pages}
+    fetches = {p.url: [] for p in trace.pages}
+    host_free: dict[str, float] = {}
+    spent = 0.0
+    visits = 0
+
+    def visit(url: str, now: float) -> None:
+        nonlocal spent, visits
+        times = fetches[url]
+        changed = None
+        lm = None
+        if times:
+            page = changes[url]
+            j = bisect.bisect_right(page, now)
+            changed = j > bisect.bisect_right(page, times[-1])
+            if last_modified and changed:
+                lm = page[j - 1]
+        times.append(now)
+        t0 = time.perf_counter()
+        hook.record_visit(url, hosts[url], changed=changed, now=now, last_modified=lm)
+        spent += time.perf_counter() - t0
+        visits += 1
+
+    # The first crawl: every page once, one host gap apart.
+    for i, page in enumerate(trace.pages):
+        clock[0] = trace.start + i * HOST_GAP / 10
+        visit(page.url, clock[0])
+
+    def ready(host: str) -> bool:
+        return host_free.get(host, -math.inf) <= clock[0]
+
+    end = trace.end + 7 * DAY
+    while clock[0] < end:
+        while True:
+            t0 = time.perf_counter()
+            lease = hook.next_lease(store, ready)
+            spent += time.perf_counter() - t0
+            if lease is None:
+                break
+            host_free[lease.host] = clock[0] + HOST_GAP
+            visit(lease.url, clock[0])
+        wake = planner.next_wakeup() or end
+        if len(hook.overdue):
+            wake = min(wake, max(clock[0] + 1.0, min(host_free.values())))
+        clock[0] = max(wake, clock[0] + 1e-3)
+    return fetches, 1e6 * spent / max(visits, 1), visits
+
+
+# -- periodic baselines ------------------------------------------------------------------
+
+
+def periodic(trace: Trace, intervals: list[float], phases: list[float]) -> dict[str, list[float]]:
+    out = {}
+    end = trace.end + 7 * DAY
+    for page, interval, phase in zip(trace.pages, intervals, phases):
+        times = [trace.start]
+        t = trace.start + phase
+        while t < end:
+            times.append(t)
+            t += interval
+        out[page.url] = times
+    return out
+
+
+def true_rates(trace: Trace) -> list[float]:
+    span = trace.end - trace.start
+    return [len(p.changes) / span for p in trace.pages]
+
+
+def baselines(trace: Trace, cost: int, a: float, b: float, max_interval: float, min_interval: float):
+    n = len(trace.pages)
+    out = {}
+    interval = n * (b - a) / cost
+    best = None
+    for h in range(24):
+        phase = (h * HOUR - trace.start) % DAY
+        s = score(trace, periodic(trace, [interval] * n, [phase % interval] * n), a, b)
+        if best is None or s.delay < best.delay:
+            best = s
+    out["fixed (best phase)"] = best
+    spread = [interval * (i + 0.5) / n for i in range(n)]
+    out["uniform"] = score(trace, periodic(trace, [interval] * n, spread), a, b)
+    rates = true_rates(trace)
+    budget = cost / (b - a)
+    f_min, f_max = 1 / max_interval, 1 / min_interval
+
+    def prop(c):
+        return [min(max(c * r, f_min), f_max) for r in rates]
+
+    lo, hi = 1e-6, 1e9
+    for _ in range(100):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if sum(prop(mid)) < budget else (lo, mid)
+    freq = prop(lo)
+    out["proportional"] = score(
+        trace, periodic(trace, [1 / f for f in freq], [(i * 0.618 % 1) / f for i, f in enumerate(freq)]), a, b
+    )
+    allocator = FreshnessAllocator(f_min, f_max)
+    allocator.solve(rates, [1.0] * n, budget)
+    freq = [allocator.frequency(r) for r in rates]
+    out["oracle (true rates)"] = score(
+        trace, periodic(trace, [1 / f for f in freq], [(i * 0.618 % 1) / f for i, f in enumerate(freq)]), a, b
+    )
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trace", action="append", help="trace names (default: all)")
+    parser.add_argument("--per-page-per-day", type=float, default=1.0,
+                        help="budget: revisits a day per page")  # fmt: skip
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args(argv)
+    lines = []
+
+    def say(text=""):
+        print(text, flush=True)
+        lines.append(text)
+
+    for trace in load(names=args.trace):
+        a, b = trace.start + WARMUP, trace.end
+        budget = args.per_page_per_day * len(trace.pages)
+        s = trace.summary()
+        say(
+            f"== {trace.name}: {s['pages']} pages, {s['changes']} changes in "
+            f"{(trace.end - trace.start) / YEAR:.1f} years (busiest 8 h {100 * s['busiest_8h_share']:.0f} %, "
+            f"weekends {100 * s['weekend_share']:.0f} %); budget {budget:g} revisits/day; "
+            f"scored after {WARMUP / YEAR:g} year of history")
+        rows = {}
+        costs = {}
+        settings = {"AOPIC_RECRAWL_BUDGET": budget}
+        for name, lm in (("planner", False), ("planner +Last-Modified", True)):
+            fetches, us, visits = run_planner(trace, settings, lm)
+            rows[name] = score(trace, fetches, a, b)
+            costs[name] = (us, visits)
+        max_interval = planner_from_settings(Settings({"AOPIC_RECRAWL": True})).max_interval
+        min_interval = planner_from_settings(Settings({"AOPIC_RECRAWL": True})).min_interval
+        base = baselines(trace, rows["planner"].fetches, a, b, max_interval, min_interval)
+        fixed, oracle = base["fixed (best phase)"], base["oracle (true rates)"]
+        say(f"{'policy':<24}{'fetches':>9}{'hit rate':>9}{'delay h':>9}{'x fixed':>8}"
+            f"{'fresh':>8}{'age h':>8}")  # fmt: skip
+        for name, r in {**base, **rows}.items():
+            say(f"{name:<24}{r.fetches:>9}{r.hit_rate:>9.3f}{r.delay / HOUR:>9.1f}"
+                f"{r.delay / fixed.delay:>8.2f}{r.freshness:>8.4f}{r.age / HOUR:>8.2f}")  # fmt: skip
+        for name, (us, visits) in costs.items():
+            r = rows[name]
+            say(f"  {name}: {us:.1f} µs per visit ({visits} visits); delay "
+                f"{r.delay / fixed.delay:.2f}x best fixed (target <= 0.75), freshness "
+                f"{r.freshness - oracle.freshness:+.4f} vs oracle (target >= 0); "
+                f"fetches {r.fetches / fixed.fetches:.2f}x")  # fmt: skip
+        say()
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "recrawl-traces.txt").write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,250 @@
+"""Real change traces for the re-crawl benchmark (issue 17).
+
+A *trace* is a set of pages, each with the times its content changed. Three
+come from data that needs no network:
+
+* ``debian``: the entries of the Debian changelogs installed on this system
+  (``/usr/share/doc/*/changelog.Debian.gz``): one page per package, one
+  change per upload (the ``-- Name <mail>  date`` trailer line). Pages are
+  grouped under their last maintainer's mail domain (a team has a rhythm).
+* ``peps``: the Python PEPs repository (``python/peps``): one page per
+  ``peps/*.rst``, one change per first-parent commit touching it (the time
+  it changed on the main branch).
+* ``rust-book``: ``rust-lang/book``'s ``src/*.md`` chapters, the same way.
+
+Each is cut to three years (the busiest window of the source). Derived
+traces are stored compactly in ``benchmarks/data/recrawl_traces.json.gz``
+(change times as deltas, seconds), so the benchmark runs anywhere;
+``--build`` rebuilds it from the system and from git directories (the
+``fetch`` snapshots of the two repositories)::
+
+    .venv/bin/python benchmarks/recrawl_traces.py            # summary of the fixture
+    .venv/bin/python benchmarks/recrawl_traces.py --build \\
+        --git peps=/work/.mirror/python+peps/repo \\
+        --git rust-book=/work/.mirror/rust-lang+book/repo
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "benchmarks" / "data" / "recrawl_traces.json.gz"
+YEAR = 365.25 * 86400.0
+WEEK = 7 * 86400.0
+_WEEK_SHIFT = 3 * 86400.0  # Unix time 0 was a Thursday
+
+#: git sources: name -> (path prefix of the pages, file suffix, host)
+GIT_SOURCES = {
+    "peps": ("peps/", ".rst", "peps.example"),
+    "rust-book": ("src/", ".md", "book.example"),
+}
+
+
+@dataclass
+class Page:
+    """One page of a trace: its URL, politeness host and change times."""
+
+    url: str
+    host: str
+    changes: list[float] = field(default_factory=list)  #: sorted Unix times
+
+
+@dataclass
+class Trace:
+    """Pages with change times, watched over ``[start, end)``."""
+
+    name: str
+    start: float
+    end: float
+    pages: list[Page]
+
+    @property
+    def events(self) -> int:
+        return sum(len(p.changes) for p in self.pages)
+
+    def summary(self) -> dict:
+        """Figures that say whether the trace has a human rhythm."""
+        hours = Counter()
+        weekend = total = 0
+        for page in self.pages:
+            for t in page.changes:
+                hours[int(t // 3600) % 24] += 1
+                weekend += ((t + _WEEK_SHIFT) % WEEK) >= 5 * 86400
+                total += 1
+        busiest = sum(n for _, n in hours.most_common(8))
+        years = (self.end - self.start) / YEAR
+        per_year = sorted(len(p.changes) / years for p in self.pages)
+        return {
+            "pages": len(self.pages),
+            "changes": total,
+            "busiest_8h_share": busiest / total if total else 0.0,
+            "weekend_share": weekend / total if total else 0.0,
+            "median_changes_per_year": per_year[len(per_year) // 2] if per_year else 0.0,
+            "max_changes_per_year": per_year[-1] if per_year else 0.0,
+        }
+
+
+def _busiest_window(times: list[float], span: float) -> tuple[float, float]:
+    """``[a, a + span)`` holding the most of ``times`` (sorted)."""
+    best, start, j = -1, times[0], 0
+    for i, t in enumerate(times):
+        while times[j] < t - span:
+            j += 1
+        if i - j > best:
+            best, start = i - j, t - span
+    start = max(start, times[0])
+    return start, start + span
+
+
+def _cut(name: str, pages: dict[str, tuple[str, list[float]]], years: float, min_changes: int) -> Trace:
+    everything = sorted(t for _, times in pages.values() for t in times)
+    start, end = _busiest_window(everything, years * YEAR)
+    kept = []
+    for url, (host, times) in sorted(pages.items()):
+        inside = sorted(t for t in times if start <= t < end)
+        if len(inside) >= min_changes:
+            kept.append(Page(url, host, inside))
+    return Trace(name, start, end, kept)
+
+
+_TRAILER = re.compile(rb"^ -- (.*?)<([^>]*)>\s+(.+?)\s*$")
+
+
+def debian_trace(doc_root: str = "/usr/share/doc", years: float = 3.0, min_changes: int = 1) -> Trace:
+    """The ``debian`` trace from the changelogs under ``doc_root``."""
+    pages: dict[str, tuple[str, list[float]]] = {}
+    for path in sorted(glob.glob(os.path.join(doc_root, "*", "changelog.Debian.gz"))):
+        if os.path.islink(os.path.dirname(path)):
+            continue  # a symlinked doc dir repeats another package's changelog
+        package = os.path.basename(os.path.dirname(path))
+        times, domain = [], None
+        try:
+            with gzip.open(path, "rb") as f:
+                for line in f:
+                    m = _TRAILER.match(line)
+                    if not m:
+                        continue
+                    try:
+                        times.append(parsedate_to_datetime(m.group(3).decode("latin-1")).timestamp())
+                    except (TypeError, ValueError, IndexError):
+                        continue
+                    if domain is None:  # newest entry first: the current team
+                        domain = m.group(2).decode("latin-1").rpartition("@")[2].lower() or "unknown"
+        except (OSError, EOFError):
+            continue
+        if times:
+            url = f"http://debian.example/{domain}/{package}"
+            pages[url] = ("debian.example", sorted(set(times)))
+    return _cut("debian", pages, years, min_changes)
+
+
+def git_trace(
+    name: str, gitdir: str, prefix: str, suffix: str, host: str, years: float = 3.0,
+    min_changes: int = 1, max_pages_per_commit: int = 50,
+) -> Trace:
+    """Pages = files under ``prefix`` ending in ``suffix``; changes = the
+    first-parent commits (merges as their diff to the first parent) that
+    touched them, at commit time. Commits touching more than
+    ``max_pages_per_commit`` pages (tree-wide moves, header clean-ups,
+    reformatting) are left out: they are one mechanical event, not pages
+    being edited, and would dominate a trace of rarely edited pages."""
+    out = subprocess.run(
+        ["git", f"--git-dir={gitdir}", "log", "--first-parent", "-m", "--format=@%ct",
+         "--name-only", "--", prefix],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    pages: dict[str, tuple[str, list[float]]] = {}
+    commits: list[tuple[float, list[str]]] = []
+    for line in out.splitlines():
+        if line.startswith("@"):
+            commits.append((float(line[1:]), []))
+        elif line.startswith(prefix) and line.endswith(suffix) and commits:
+            commits[-1][1].append(line)
+    for when, files in commits:
+        if len(files) > max_pages_per_commit:
+            continue
+        for path in files:
+            pages.setdefault(f"http://{host}/{path}", (host, []))[1].append(when)
+    for url, (h, times) in pages.items():
+        pages[url] = (h, sorted(set(times)))
+    return _cut(name, pages, years, min_changes)
+
+
+# -- the fixture: change times as deltas ----------------------------------------------
+
+
+def save(traces: list[Trace], path: Path = FIXTURE) -> None:
+    data = {}
+    for trace in traces:
+        pages = []
+        for page in trace.pages:
+            previous, deltas = trace.start, []
+            for t in page.changes:
+                deltas.append(int(round(t - previous)))
+                previous += deltas[-1]
+            pages.append([page.url, page.host, deltas])
+        data[trace.name] = {"start": int(trace.start), "end": int(trace.end), "pages": pages}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        json.dump(data, f, separators=(",", ":"))
+
+
+def load(path: Path = FIXTURE, names: list[str] | None = None) -> list[Trace]:
+    """The traces stored in ``path`` (all, or those in ``names``)."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        data = json.load(f)
+    traces = []
+    for name, t in data.items():
+        if names and name not in names:
+            continue
+        pages = []
+        for url, host, deltas in t["pages"]:
+            times, now = [], float(t["start"])
+            for d in deltas:
+                now += d
+                times.append(now)
+            pages.append(Page(url, host, times))
+        traces.append(Trace(name, float(t["start"]), float(t["end"]), pages))
+    return traces
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build", action="store_true", help="rebuild the fixture")
+    parser.add_argument("--git", action="append", default=[], metavar="NAME=GITDIR")
+    parser.add_argument("--out", type=Path, default=FIXTURE)
+    args = parser.parse_args(argv)
+    if args.build:
+        traces = [debian_trace()]
+        for spec in args.git:
+            name, _, gitdir = spec.partition("=")
+            prefix, suffix, host = GIT_SOURCES[name]
+            traces.append(git_trace(name, gitdir, prefix, suffix, host))
+        save(traces, args.out)
+        print(f"wrote {args.out} ({args.out.stat().st_size // 1024} KB)")
+    for trace in load(args.out):
+        s = trace.summary()
+        print(
+            f"{trace.name:<10} {s['pages']:>5} pages {s['changes']:>6} changes over "
+            f"{(trace.end - trace.start) / YEAR:.1f} years; busiest 8 h (UTC) "
+            f"{100 * s['busiest_8h_share']:.0f} %, weekends {100 * s['weekend_share']:.0f} %, "
+            f"changes a year: median {s['median_changes_per_year']:.1f}, "
+            f"max {s['max_changes_per_year']:.0f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
