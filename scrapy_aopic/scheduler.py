@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -63,6 +64,8 @@ class AopicScheduler(BaseScheduler):
     def open(self, spider: Spider) -> None:
         self.spider = spider
         self.frontier.open(spider)
+        if self.crawler is not None:
+            warn_scrapy_queue(self.crawler)
         if self.frontier.shared and self.crawler is not None:
             self.shared = SharedCrawl(self.crawler, self.frontier, spider)
             self.shared.start()
@@ -152,23 +155,47 @@ REPLACED_SETTINGS = {
     "SCHEDULER_PRIORITY_QUEUE": "the frontier orders by cash",
     "SCHEDULER_DISK_QUEUE": "the frontier keeps its own JOBDIR journal",
     "SCHEDULER_MEMORY_QUEUE": "the frontier keeps its own queues",
+    "SCHEDULER_START_MEMORY_QUEUE": "start requests are ordered by their cash like every request",
+    "SCHEDULER_START_DISK_QUEUE": "start requests are ordered by their cash like every request",
 }
 
 
 def warn_replaced_settings(crawler: Crawler) -> None:
     """One WARNING naming every replaced scheduler setting the project set."""
-    from scrapy.settings import default_settings
+    from scrapy.settings import SETTINGS_PRIORITIES, default_settings
 
     settings = crawler.settings
     ignored = []
     for name, why in REPLACED_SETTINGS.items():
+        # None is a meaningful value for some (Scrapy's start queues: "share
+        # the other queues"), so "set" means set above Scrapy's defaults.
+        priority = settings.getpriority(name)
         value = settings.get(name)
-        if value is None or value == getattr(default_settings, name, None):
+        if priority is None or priority <= SETTINGS_PRIORITIES["default"]:
+            continue
+        if value == getattr(default_settings, name, None):
             continue
         ignored.append(f"{name}={value!r} ({why})")
         crawler.stats.set_value(f"aopic/ignored_setting/{name}", 1)
     if ignored:
         logger.warning("aopic: the AOPIC scheduler does not use these settings: %s", "; ".join(ignored))
+
+
+def warn_scrapy_queue(crawler: Crawler) -> None:
+    """One WARNING when ``JOBDIR`` holds requests queued by Scrapy's own
+    scheduler (``requests.queue``): the frontier does not read them, so
+    they are fetched only if the spider yields them again."""
+    jobdir = crawler.settings.get("JOBDIR")
+    if not jobdir:
+        return
+    queue_dir = os.path.join(jobdir, "requests.queue")
+    if not os.path.isdir(queue_dir) or not os.listdir(queue_dir):
+        return
+    crawler.stats.set_value("aopic/ignored_scrapy_queue", 1)
+    logger.warning(
+        "aopic: %s holds requests queued by Scrapy's own scheduler; the AOPIC scheduler "
+        "does not read them (they are fetched only if the spider yields them again). "
+        "Move the directory away to silence this.", queue_dir)
 
 
 # -- the Redis backend: one crawl, many workers -----------------------------------------

@@ -147,13 +147,17 @@ def encode_request(
         raise UnserializableRequest(str(exc)) from None
     meta = {k: v for k, v in (data.get("meta") or {}).items() if k not in TRANSIENT_META}
     out = {}
+    where = "meta"
     try:
-        meta = {key: _jsonable(value) for key, value in meta.items()}
+        for key, value in meta.items():
+            where = f"meta[{key!r}]"
+            meta[key] = _jsonable(value)
         for key, value in data.items():
             if key != "meta":
+                where = repr(key)
                 out[key] = _jsonable(value)
     except TypeError as exc:
-        raise UnserializableRequest(f"{exc} (in the request's {key!r})") from None
+        raise UnserializableRequest(f"{exc} (in the request's {where})") from None
     if meta:
         out["meta"] = meta
     return out
