@@ -282,6 +282,34 @@ def test_confirmation_rejects_unrelated_candidates(vocabulary):
     assert unconfirmed.find(sb.fingerprint, sb.sketch) is not None
 
 
+def test_length_ratio_guard_refuses_very_different_lengths(vocabulary):
+    """Issue 16: LongStream (5,504 words) must never merge with Stream
+    (8,688): a candidate more than max_length_ratio times longer or shorter
+    is refused whatever SimHash and the sketch say."""
+    fingerprinter = Fingerprinter()
+    (long_text,) = _texts(vocabulary, 1, 5, (8688, 8688))
+    short_text = " ".join(long_text.split()[:5504])
+    sl, ss = fingerprinter.signature(long_text), fingerprinter.signature(short_text)
+    index = NearDuplicateIndex(k=63, min_similarity=0)  # SimHash and sketch accept anything
+    index.add(sl.fingerprint, sl.sketch, sl.chars)
+    assert index.find(ss.fingerprint, ss.sketch, ss.chars) is None
+    assert index.rejected == index.rejected_length == 1
+    # same length, or length unknown (0): the guard does not apply
+    assert index.find(sl.fingerprint, sl.sketch, sl.chars) == (0, 0)
+    assert index.find(ss.fingerprint, ss.sketch) is not None
+    off = NearDuplicateIndex(k=63, min_similarity=0, max_length_ratio=0)
+    off.add(sl.fingerprint, sl.sketch, sl.chars)
+    assert off.find(ss.fingerprint, ss.sketch, ss.chars) is not None
+    # saved and loaded with the lengths; files without them: no guard
+    arrays = index.arrays()
+    loaded = NearDuplicateIndex(k=63, min_similarity=0)
+    loaded.load_arrays(arrays["fingerprints"], arrays["sketches"], arrays["chars"])
+    assert loaded.find(ss.fingerprint, ss.sketch, ss.chars) is None
+    legacy = NearDuplicateIndex(k=63, min_similarity=0)
+    legacy.load_arrays(arrays["fingerprints"], arrays["sketches"])
+    assert legacy.find(ss.fingerprint, ss.sketch, ss.chars) is not None
+
+
 # -- quality ------------------------------------------------------------------------------
 
 
