@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from array import array
 from collections.abc import Iterable
 
 import numpy as np
@@ -282,41 +283,66 @@ class NearDuplicateIndex:
     :param k: Hamming distance of a near-duplicate.
     :param min_similarity: smallest estimated Jaccard similarity of word
         pairs that confirms a candidate; 0 switches confirmation off.
+    :param max_length_ratio: a candidate whose amount of text (word
+        characters) is more than this many times the page's, or less than
+        its inverse, is refused before its sketch is read: two texts whose
+        lengths differ by a factor ``r`` have a Jaccard similarity of at most
+        ``1 / r`` whatever the sketch estimates (issue 16: ``LongStream``,
+        5,504 words, was merged with ``Stream``, 8,688). 0 switches the
+        guard off; pages added or queried with ``chars = 0`` (unknown) are
+        never refused by it. Costs 4 bytes per original.
     """
 
-    def __init__(self, k: int = 3, min_similarity: float = 0.4, **index_options):
+    def __init__(self, k: int = 3, min_similarity: float = 0.5, max_length_ratio: float = 1.4, **index_options):
         from .simhash import SKETCH_BINS
 
         self.index = SimhashIndex(k=k, **index_options)
         self.min_similarity = min_similarity
         self._bins = SKETCH_BINS
         self._sketches = bytearray()
-        self.rejected = 0  #: candidates within k refused by their sketch
+        self.max_length_ratio = max_length_ratio
+        self._chars = array("I")  # word characters of each original (0 = unknown)
+        self.rejected = 0  #: candidates within k refused by their sketch or length
+        self.rejected_length = 0  #: of which refused by the length-ratio guard
 
     def __len__(self) -> int:
         return len(self.index)
 
     @property
     def nbytes(self) -> int:
-        return self.index.nbytes + len(self._sketches)
+        return self.index.nbytes + len(self._sketches) + self._chars.itemsize * len(self._chars)
 
     def sketch(self, fp_id: int) -> np.ndarray:
         """The sketch stored for id ``fp_id``."""
         return np.frombuffer(self._sketches, dtype=np.uint16, count=self._bins, offset=2 * self._bins * fp_id)
 
-    def add(self, fingerprint: int, sketch: np.ndarray) -> int:
-        """Index an original; returns its id."""
+    def add(self, fingerprint: int, sketch: np.ndarray, chars: int = 0) -> int:
+        """Index an original (``chars``: its word characters, 0 if unknown);
+        returns its id."""
         self._sketches += np.asarray(sketch, dtype=np.uint16).tobytes()
+        self._chars.append(min(max(int(chars), 0), 0xFFFFFFFF))
         return self.index.add(fingerprint)
 
-    def find(self, fingerprint: int, sketch: np.ndarray) -> tuple[int, int] | None:
+    def find(self, fingerprint: int, sketch: np.ndarray, chars: int = 0) -> tuple[int, int] | None:
         """``(id, distance)`` of the closest confirmed original (the earliest
-        among equals), or ``None``."""
+        among equals), or ``None``. ``chars``: the page's word characters
+        (0 = unknown: no length guard)."""
         from .simhash import _EMPTY_BIN
 
         ids, distances = self.index.within(fingerprint)
         if not len(ids):
             return None
+        if self.max_length_ratio > 0 and chars > 0:
+            lengths = np.frombuffer(self._chars, dtype=np.uint32)[ids].astype(np.float64)
+            ratio = self.max_length_ratio
+            fits = (lengths == 0) | ((lengths <= chars * ratio) & (lengths * ratio >= chars))
+            refused = int(len(ids) - fits.sum())
+            if refused:
+                self.rejected += refused
+                self.rejected_length += refused
+                ids, distances = ids[fits], distances[fits]
+                if not len(ids):
+                    return None
         if self.min_similarity > 0:
             # All candidates' sketches at once: pages of one site or one
             # language can crowd a SimHash neighbourhood.
@@ -338,12 +364,17 @@ class NearDuplicateIndex:
         return {
             "fingerprints": self.index.fingerprints(),
             "sketches": np.frombuffer(bytes(self._sketches), dtype=np.uint16),
+            "chars": np.frombuffer(bytes(self._chars), dtype=np.uint32),
         }
 
-    def load_arrays(self, fingerprints: np.ndarray, sketches: np.ndarray) -> None:
-        """Replace the content with saved :meth:`arrays`."""
+    def load_arrays(self, fingerprints: np.ndarray, sketches: np.ndarray, chars: np.ndarray | None = None) -> None:
+        """Replace the content with saved :meth:`arrays` (``chars`` missing
+        in files of older versions: lengths unknown, no guard for them)."""
         if len(sketches) != len(fingerprints) * self._bins:
             raise ValueError("fingerprints and sketches do not match")
+        if chars is None or len(chars) != len(fingerprints):
+            chars = np.zeros(len(fingerprints), dtype=np.uint32)
+        self._chars = array("I", np.asarray(chars, dtype=np.uint32).tobytes())
         self.index = SimhashIndex(k=self.index.k, blocks=self.index.blocks, buffer_size=self.index.buffer_size)
         self.index.add_many(fingerprints)
         self._sketches = bytearray(np.asarray(sketches, dtype=np.uint16).tobytes())

@@ -133,7 +133,8 @@ class SimhashDedupMiddleware:
         self._host_counts: dict[str, list[int]] = {}
         self.min_similarity = aopic_settings.get_float(settings, "AOPIC_SIMHASH_CONFIRM")
         self.fingerprinter = Fingerprinter(self.mode)
-        self.index = NearDuplicateIndex(k=self.distance, min_similarity=self.min_similarity)
+        self.max_length_ratio = aopic_settings.get_float(settings, "AOPIC_SIMHASH_MAX_LENGTH_RATIO")
+        self.index = self._new_index()
         self.urls = UrlTable()  # URL id -> canonical URL of an original
         self.url_of_fingerprint = array("Q")  # index id -> URL id
         self.checksums: dict[int, int] = {}  # body checksum -> URL id
@@ -149,6 +150,11 @@ class SimhashDedupMiddleware:
         self.state_path = Path(jobdir, STATE_FILE) if jobdir and persist else None
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+
+    def _new_index(self) -> NearDuplicateIndex:
+        return NearDuplicateIndex(
+            k=self.distance, min_similarity=self.min_similarity, max_length_ratio=self.max_length_ratio
+        )
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SimhashDedupMiddleware:
@@ -201,7 +207,7 @@ class SimhashDedupMiddleware:
             self.checksums[checksum] = self._add_original(key, None)
             return response
         rejected = self.index.rejected
-        match = self.index.find(signature.fingerprint, signature.sketch)
+        match = self.index.find(signature.fingerprint, signature.sketch, signature.chars)
         if self.index.rejected > rejected:
             self.stats.inc_value("aopic/duplicates/unconfirmed", self.index.rejected - rejected)
         if match is not None:
@@ -256,7 +262,7 @@ class SimhashDedupMiddleware:
             self.patterns.record_original(key)
         url_id = self.urls.append(key)
         if signature is not None:
-            self.index.add(signature.fingerprint, signature.sketch)
+            self.index.add(signature.fingerprint, signature.sketch, signature.chars)
             self.url_of_fingerprint.append(url_id)
         return url_id
 
@@ -323,8 +329,9 @@ class SimhashDedupMiddleware:
                 logger.info("aopic: %s was made in SimHash mode %r, not %r: not loaded",
                             path, meta.get("mode"), self.mode)  # fmt: skip
                 return
-            index = NearDuplicateIndex(k=self.distance, min_similarity=self.min_similarity)
-            index.load_arrays(data["fingerprints"], data["sketches"])
+            index = self._new_index()
+            index.load_arrays(data["fingerprints"], data["sketches"],
+                              data["chars"] if "chars" in data.files else None)  # fmt: skip
             urls = UrlTable.from_arrays(data["url_blob"], data["url_ends"])
             url_of_fingerprint = array("Q", data["url_of_fingerprint"].tolist())
             checksums = {int(c): int(i) for c, i in data["checksums"].tolist()}
