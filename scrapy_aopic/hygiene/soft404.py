@@ -68,12 +68,21 @@ def url_tokens(canonical: str) -> set[str]:
     return {t.lower() for t in _TOKEN.findall(tail)}
 
 
-def page_shape(canonical: str, text: str) -> str:
+#: Words a page's shape needs: a page with fewer left (numbers, its
+#: URL's words and links to its siblings) has no shape and is never taken
+#: for a soft 404.
+MIN_SHAPE_WORDS = 8
+
+
+def page_shape(canonical: str, text: str) -> str | None:
     """The shape of a page: its ``text`` (:func:`shape_text`) without the
     URL's own tokens and without tokens holding a digit (ids, times,
-    counters), hashed (16 hex digits)."""
+    counters), hashed (16 hex digits); ``None`` when fewer than
+    :data:`MIN_SHAPE_WORDS` words are left."""
     drop = url_tokens(canonical)
     words = [w for w in (t.lower() for t in _TOKEN.findall(text)) if w not in drop and not _DIGIT.search(w)]
+    if len(words) < MIN_SHAPE_WORDS:
+        return None
     return hashlib.blake2b(" ".join(words).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
 
 
@@ -171,8 +180,10 @@ class Soft404Detector:
         :func:`page_facts`): ``True`` when it is a soft 404."""
         if not self.pages:
             return False
-        host = host_of(canonical)
-        key = (host, page_shape(canonical, text))
+        shape = page_shape(canonical, text)
+        if shape is None:
+            return False
+        key = (host_of(canonical), shape)
         error = key in self.error_shapes
         if not error:
             urls = self._shape_urls.get(key)

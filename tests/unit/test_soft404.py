@@ -13,6 +13,7 @@ from scrapy_aopic.hygiene.traps import TrapGuard, TrapLimits
 from tests.support.trapsite import SOFT404_VARIANTS, TrapSite
 
 BASE = "http://127.0.0.1:8000"
+NOT_FOUND = "Not found, sorry: the page you asked for is not here any more"
 
 
 def _observe(detector, site, path):
@@ -29,7 +30,7 @@ def test_parent_of():
 
 
 def test_shape_ignores_echoed_tokens_ids_and_sibling_link_labels():
-    page = ("<html><body><h1>No results for {t}</h1><p>Request {rid} at 10:{m}.</p>"
+    page = ("<html><body><h1>No results for {t}</h1><p>Request {rid} at 10:{m}. Check the spelling.</p>"
             "<a href='/search/{a}/'>{a}</a><a href='/about.html'>About</a></body></html>")
     shapes = set()
     for t, rid, m, a in (("qwerty", "ab12", "01", "zxcv"), ("asdf", "9f9f", "59", "lkjh")):
@@ -37,7 +38,8 @@ def test_shape_ignores_echoed_tokens_ids_and_sibling_link_labels():
         shapes.add(page_shape(url, shape_text(url, page.format(t=t, rid=rid, m=m, a=a))))
     assert len(shapes) == 1
     # A link outside the directory keeps its label: real pages differ there.
-    other = "<html><body><h1>No results</h1><a href='/docs/x.html'>Something else</a></body></html>"
+    other = ("<html><body><h1>No results for</h1><p>Request at. Check the spelling.</p>"
+             "<a href='/docs/x.html'>Something else</a></body></html>")
     assert page_shape("http://h/search/q/", shape_text("http://h/search/q/", other)) not in shapes
 
 
@@ -66,25 +68,35 @@ def test_real_pages_never_soft404_and_broken_links_do_not_close_a_section():
 
 def test_one_real_child_keeps_a_directory_open():
     detector = Soft404Detector(3)
-    assert not detector.observe("http://h/d/real.html", "A real page about ponies and their care")
+    assert not detector.observe("http://h/d/real.html", "A real page about ponies and their care, feeding and grooming")
     for n in range(4):
-        detector.observe(f"http://h/d/x{n}.html", "Not found, sorry", frozenset({f"http://h/d/y{n}.html"}))
+        detector.observe(f"http://h/d/x{n}.html", NOT_FOUND, frozenset({f"http://h/d/y{n}.html"}))
     assert not detector.directory_refuses("http://h/d/other.html")
-    assert detector.observe("http://h/d/x9.html", "Not found, sorry")  # still a soft 404 itself
+    assert detector.observe("http://h/d/x9.html", NOT_FOUND)  # still a soft 404 itself
 
 
 def test_a_directory_that_mints_no_siblings_stays_open():
     detector = Soft404Detector(3)
     for n in range(5):  # broken links into a section: "not found" linking home
-        detector.observe(f"http://h/s/old-{n}.html", "Not found, sorry", frozenset({"http://h/s/index.html"}))
+        detector.observe(f"http://h/s/old-{n}.html", NOT_FOUND, frozenset({"http://h/s/index.html"}))
     assert detector.error_shapes and not detector.closed
 
 
 def test_off_and_guard_rule():
-    assert not Soft404Detector(0).observe("http://h/a", "x")
+    assert not Soft404Detector(0).observe("http://h/a", NOT_FOUND)
     guard = TrapGuard(TrapLimits(soft404_pages=2))
     for n in range(2):
-        guard.page_fetched(f"http://h/w/t{n}", "nothing here", frozenset({f"http://h/w/u{n}"}))
+        guard.page_fetched(f"http://h/w/t{n}", NOT_FOUND, frozenset({f"http://h/w/u{n}"}))
     assert guard.rule("http://h/w/new", "http://h/w/new", 1) == "soft404_dir"
     assert guard.rule("http://h/other", "http://h/other", 1) is None
     assert guard.counts["soft404"] == 1 and guard.counts["soft404_dir"] == 1
+
+
+def test_a_page_of_numbers_and_sibling_links_has_no_shape():
+    detector = Soft404Detector(3)
+    for n in range(6):  # a synthetic site: <h1>/pN</h1> and links to /pM
+        url = f"http://h/p{n}"
+        html = f"<html><body><h1>/p{n}</h1><a href='/p{n + 1}'>/p{n + 1}</a></body></html>"
+        assert page_shape(url, shape_text(url, html)) is None
+        assert not detector.observe(url, *page_facts(url, html))
+    assert not detector.error_shapes
