@@ -82,6 +82,7 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=3000)
     parser.add_argument("--soft404", action="store_true")
     parser.add_argument("--seconds", type=int, default=240, help="CLOSESPIDER_TIMEOUT")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a Scrapy setting (int)")
     args = parser.parse_args()
     from scrapy_aopic.hygiene.canonical import canonical_url
 
@@ -89,7 +90,8 @@ def main() -> None:
     base = f"http://127.0.0.1:{httpd.server_address[1]}"
     report = run_crawl([base + "/index.html"], {"ADDONS": {"scrapy_aopic.Addon": 0}, "CLOSESPIDER_PAGECOUNT": args.budget,
                                                  "CONCURRENT_REQUESTS": 16, "CONCURRENT_REQUESTS_PER_DOMAIN": 16,
-                                                 "DOWNLOAD_TIMEOUT": 20, "CLOSESPIDER_TIMEOUT": args.seconds}, timeout=900)
+                                                 "DOWNLOAD_TIMEOUT": 20, "CLOSESPIDER_TIMEOUT": args.seconds,
+                                                 **{k: int(v) for k, v in (a.split("=", 1) for a in args.set)}}, timeout=900)
     httpd.shutdown()
     real = {}
     for dirpath, _, files in os.walk(args.root):
