@@ -36,7 +36,7 @@ import timeit
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from tests.support.trapsite import SiteServer, TrapSite, fetch_figures, run_crawl  # noqa: E402
+from tests.support.trapsite import SOFT404_VARIANTS, SiteServer, TrapSite, fetch_figures, real_refused, run_crawl  # noqa: E402
 
 from scrapy_aopic.hygiene.canonical import Canonicalizer  # noqa: E402
 from scrapy_aopic.hygiene.traps import TrapGuard  # noqa: E402
@@ -85,14 +85,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--budget", type=int, default=1500)
     parser.add_argument("--articles", type=int, default=2000)
+    parser.add_argument("--orders", default=",".join(ORDERS), help="comma-separated subset of " + ",".join(ORDERS))
+    parser.add_argument("--per-host", default="8,16", help="CONCURRENT_REQUESTS_PER_DOMAIN values")
+    parser.add_argument("--soft404", default="", help="comma-separated soft-404 variants to add (" + ",".join(SOFT404_VARIANTS) + ")")
+    parser.add_argument("--no-micro", action="store_true", help="skip the canonicalization timings")
     args = parser.parse_args()
+    orders = {name: ORDERS[name] for name in args.orders.split(",")}
+    variants = tuple(v for v in args.soft404.split(",") if v)
 
-    bench_canonical()
-    print()
-    site, clean = TrapSite(args.articles), TrapSite(args.articles, traps=False)
+    if not args.no_micro:
+        bench_canonical()
+        print()
+    site, clean = TrapSite(args.articles, soft404=variants), TrapSite(args.articles, traps=False)
     real = site.real_pages()
     print(f"site: {len(real)} real pages; budget {args.budget} pages per crawl")
-    for per_host in (8, 16):
+    for per_host in map(int, args.per_host.split(",")):
         common = {"CLOSESPIDER_PAGECOUNT": args.budget, "CONCURRENT_REQUESTS": 16,
                   "CONCURRENT_REQUESTS_PER_DOMAIN": per_host}
         with SiteServer(clean) as server:
@@ -103,19 +110,24 @@ def main() -> None:
         print(f"{'reference (no traps)':<22}{reference['fetches']:>8}{'-':>7}{reference['duplicate_fetches']:>6}"
               f"{'-':>8}{reference['real_reached']:>7}{'100.0%':>8}")
         with SiteServer(site) as server:
-            for name, order in ORDERS.items():
+            for name, order in orders.items():
                 start = time.perf_counter()
                 report = run_crawl([server.base + "/"], {**order, **common})
                 secs = time.perf_counter() - start
                 fig = fetch_figures(server.take_log(), real)
+                if "accounts" in report:
+                    fig["real_refused"] = len(real_refused(report, site, server.base))
                 reach = fig["real_reached"] / reference["real_reached"]
                 print(f"{name:<22}{fig['fetches']:>8}{fig['trap_fetches']:>7}{fig['duplicate_fetches']:>6}"
                       f"{fig['waste']:>8.1%}{fig['real_reached']:>7}{reach:>8.1%}{secs:>7.1f}")
                 if name == "aopic":
                     stats = report["stats"]
-                    traps = {k: v for k, v in stats.items() if k.startswith(("aopic/trap/", "aopic/refused/"))}
-                    kinds = {k: v for k, v in fig["by_kind"].items() if k.startswith("trap")}
+                    traps = {k: v for k, v in stats.items() if k.startswith(("aopic/trap/", "aopic/refused/", "aopic/failed/trap/"))}
+                    kinds = {k: v for k, v in sorted(fig["by_kind"].items()) if k.startswith("trap")}
                     print(f"{'':<22}trap fetches by kind: {kinds}")
+                    print(f"{'':<22}waste by kind: " + ", ".join(
+                        f"{k[5:]} {v / fig['fetches']:.1%}" for k, v in kinds.items()))
+                    print(f"{'':<22}real pages refused (link or fetch): {fig.get('real_refused', '-')}")
                     print(f"{'':<22}refusals: {traps}")
                     print(f"{'':<22}conservation error {stats.get('aopic/conservation_error')}, "
                           f"private fetched {fig['private_fetches']}")

@@ -51,12 +51,16 @@ class Addon:
         # Hygiene: keys inside the ledger, traps after Scrapy's
         # offsite check (50) and before robots.txt (100), robots cash next to it.
         from .middlewares.normalize import UrlNormalizeMiddleware
-        from .middlewares.traps import TrapGuardMiddleware
+        from .middlewares.traps import Soft404Middleware, TrapGuardMiddleware
         from .middlewares.robots import RobotsCashMiddleware
 
         settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", UrlNormalizeMiddleware, 5)
         settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", TrapGuardMiddleware, 60)
         settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", RobotsCashMiddleware, 90)
+        # Soft 404s: once responses are decompressed, redirected and
+        # retried, before the near-duplicate check (545).
+        if aopic_settings.get_int(settings, "AOPIC_TRAP_SOFT404_PAGES") > 0:
+            settings.set_in_component_priority_dict("DOWNLOADER_MIDDLEWARES", Soft404Middleware, 547)
         # Near-duplicates, only when they are on (the middleware loads numpy):
         # responses come back in decreasing order, so at 545 they are
         # decompressed (590), redirects and meta refreshes are resolved (600,

@@ -332,6 +332,14 @@ define("AOPIC_TRAP_MAX_SUBDOMAINS", 10, "hygiene", """
     domain (Frontera's default), against link farms on endless subdomains.
     Registered domains come from ``tldextract``'s bundled list with private
     suffixes, so ``*.blogspot.com`` hosts are separate sites. 0 = off.""")
+define("AOPIC_TRAP_SOFT404_PAGES", 3, "hygiene", """
+    Trap rules ``soft404`` and ``soft404_dir``: a page shape (visible text
+    without the URL's own words, digits folded) answered by this many
+    distinct URLs of one host is a soft 404 ("not found" or "no results"
+    with status 200): later pages of that shape are refused like a 404
+    (their links not followed, cash to lambda); a directory whose first
+    this many fetched children were all soft 404s, none a page of its own,
+    gets no more links. 0 = off.""")
 define("AOPIC_ROBOTS_MAX_CRAWL_DELAY", 60.0, "hygiene", """
     With ``ROBOTSTXT_OBEY``, a host's robots.txt ``Crawl-delay`` becomes its
     download slot delay when larger than the current one, capped at this many

@@ -20,11 +20,20 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+def refused_urls(stats: dict) -> tuple[int, int]:
+    """``(refused, offsite)``: distinct URLs refused for any reason but
+    ``offsite``, and distinct offsite URLs (``aopic/refused/<reason>``)."""
+    offsite = stats.get("aopic/refused/offsite", 0)
+    refused = sum(v for k, v in stats.items() if k.startswith("aopic/refused/")) - offsite
+    return refused, offsite
+
+
 class AopicLogStats:
     """Logs, every ``AOPIC_LOG_INTERVAL`` (default ``LOGSTATS_INTERVAL``)
     seconds: pages/min, frontier size, lambda cash, the richest pending URL
     and its cash, the convergence indicator (sum of history), how many URLs
-    were refused, trap refusals and duplicates found; and keeps the
+    were refused (distinct URLs: traps, robots.txt, learned patterns),
+    offsite URLs apart, and duplicates found; and keeps the
     ``aopic/`` gauges in the stats fresh."""
 
     def __init__(self, crawler: Crawler, interval: float):
@@ -74,8 +83,9 @@ class AopicLogStats:
         pages = stats.get("aopic/pages_visited", 0)
         rate = (pages - self._pages_before) * 60.0 / self.interval
         self._pages_before = pages
-        refused = sum(v for k, v in stats.items() if k.startswith("aopic/refused/"))
+        refused, offsite = refused_urls(stats)
         traps = sum(v for k, v in stats.items() if k.startswith(("aopic/refused/trap/", "aopic/failed/trap/")))
+        robots = stats.get("aopic/refused/robots", 0)
         duplicates = stats.get("aopic/duplicates/exact", 0) + stats.get("aopic/duplicates/near", 0)
         richest = frontier.store.peek()
         richest_text = f"{richest[0]} ({richest[1]:.4g})" if richest else "-"
@@ -83,7 +93,8 @@ class AopicLogStats:
             f"aopic: {pages} pages visited ({rate:.0f}/min), frontier {totals.pending}, "
             f"known {totals.known}, lambda cash {totals.lambda_cash:.4g}, "
             f"richest {richest_text}, history sum {totals.history_sum:.4g}, "
-            f"refused {refused} (traps {traps}, duplicates {duplicates})"
+            f"URLs refused {refused} (traps {traps}, robots {robots}), offsite {offsite}, "
+            f"duplicates {duplicates}"
         )
 
     def log(self, spider: Spider) -> None:

@@ -48,6 +48,7 @@ from .. import settings as aopic_settings
 from ..compat import create_looping_call
 from .. import signals as aopic_signals
 from ..frontier import Frontier
+from .logstats import refused_urls
 from ..store.base import ALIAS, STATE_NAMES
 
 if TYPE_CHECKING:
@@ -207,7 +208,8 @@ class AopicReport:
             "cash_to_lambda_tax": stats.get("aopic/cash_to_lambda_tax", 0.0),
             "cash_to_lambda_failed": stats.get("aopic/cash_to_lambda_failed", 0.0),
             "lambda_paid": stats.get("aopic/lambda_paid", 0.0),
-            "refused": sum(v for k, v in stats.items() if k.startswith("aopic/refused/")),
+            "refused": refused_urls(stats)[0],  # distinct URLs, offsite apart
+            "offsite": refused_urls(stats)[1],
             "failed": sum(v for k, v in stats.items() if k.startswith("aopic/failed/")),
             "top_overlap": None,
             "kendall_tau": None,
@@ -461,7 +463,10 @@ def draw_plots(data: dict[str, Any]) -> dict[str, bytes]:
     top.set_ylabel("cash (cumulative)")
     top.set_title("Cash flow: cash paid by visited pages, and what lambda gave back")
     top.legend(loc="center right", fontsize="small")
-    bottom.plot(minutes, [s["refused"] for s in samples], color="C4", label="URLs refused (traps, robots, duplicates)")
+    bottom.plot(minutes, [s["refused"] for s in samples], color="C4",
+                label="URLs refused (traps, robots, duplicate patterns; distinct)")
+    bottom.plot(minutes, [s.get("offsite", 0) for s in samples], color="C7", linestyle=":",
+                label="offsite URLs (distinct)")
     bottom.plot(minutes, [s["failed"] for s in samples], color="C3", label="fetches failed (cash to lambda)")
     bottom.set_ylabel("URLs (cumulative)")
     bottom.set_xlabel(xlabel)
@@ -592,7 +597,8 @@ def render_html(data: dict[str, Any], images: dict[str, bytes], plot_error: str 
         ["cash to links", last.get("cash_to_links")],
         ["cash to lambda (tax)", last.get("cash_to_lambda_tax")],
         ["cash to lambda (failed)", last.get("cash_to_lambda_failed")],
-        ["URLs refused", last.get("refused")],
+        ["URLs refused (traps, robots, duplicate patterns; distinct)", last.get("refused")],
+        ["offsite URLs (distinct)", last.get("offsite")],
         ["conservation error", stats.get("aopic/conservation_error")],
     ]
     parts += ["<h2>Summary</h2>", _table(["figure", "value"], summary, text_columns={0})]

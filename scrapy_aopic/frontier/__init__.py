@@ -143,6 +143,7 @@ class Frontier:
         AopicEngine(MemoryStore(self.lambda_targets), lambda_tax=self.lambda_tax,
                     history_window=self.history_window, seed_cash=self.seed_cash)
         self.link_filters = LinkFilterChain()
+        self._refused_keys: set[int] = set()  # hashes of refused canonical URLs
         self.canonicalize: Callable[[str], str | None] = build_canonicalizer(settings)
         self.probe = DownloadProbe(crawler)
         self.engine: AopicEngine | None = None
@@ -296,7 +297,24 @@ class Frontier:
     def _request_data(self, request: Request, key: str) -> Any:
         return encode_request(request, key, self.spider, portable=self._portable)
 
-    def _count_refusal(self, reason: str) -> None:
+    #: Refused canonical URLs remembered (as hashes, about 60 bytes each)
+    #: so that ``aopic/refused/<reason>`` counts each once; the memo is
+    #: emptied when full.
+    REFUSED_MEMO_SIZE = 1 << 20
+
+    def _count_refusal(self, reason: str, key: str | None = None) -> None:
+        """Count a refusal: every link occurrence in ``aopic/refused_links``,
+        each distinct URL (``key``: canonical, or as written when it has
+        none) once in ``aopic/refused/<reason>``."""
+        self.stats.inc_value("aopic/refused_links")
+        if key is not None:
+            seen = self._refused_keys
+            digest = hash(key)
+            if digest in seen:
+                return
+            if len(seen) >= self.REFUSED_MEMO_SIZE:
+                seen.clear()
+            seen.add(digest)
         self.stats.inc_value(f"aopic/refused/{reason}")
 
     # -- requests in ------------------------------------------------------------
@@ -326,14 +344,14 @@ class Frontier:
             meta.pop(name, None)
         key = self.canonicalize(request.url)
         if key is None:
-            self._count_refusal("unfetchable_url")
+            self._count_refusal("unfetchable_url", request.url)
             return False
         if meta.get(LINK) is False:
             return self._to_lane(request, None)
         depth = meta.get("depth", 0)
         reason = self.link_filters.refusal(request.url, key, request, depth)
         if reason:
-            self._count_refusal(reason)
+            self._count_refusal(reason, key)
             return False
         try:
             data = self._request_data(request, key)
@@ -488,7 +506,7 @@ class Frontier:
             return True
         reason = self.link_filters.refusal(request.url, key, request, lease.depth)
         if reason:
-            self._count_refusal(reason)
+            self._count_refusal(reason, key)
             self.ledger.fail(lease, "refused_redirect")
             return False
         before = self.store.get(key)
@@ -667,7 +685,7 @@ class Frontier:
         """Mark canonical ``url`` as never to be fetched (its pending cash
         goes to lambda)."""
         self.held.run("refuse", lambda: self.store.refuse(url, host, depth))
-        self._count_refusal(reason)
+        self._count_refusal(reason, url)
 
     def visit(self, response: Response, requests: Iterable[Request]) -> list[Request]:
         """:meth:`_visit`, with a store that went away closing the spider
@@ -752,11 +770,11 @@ class Frontier:
             url = request.url
             key = canonicalize(url)
             if key is None:
-                self._count_refusal("unfetchable_url")
+                self._count_refusal("unfetchable_url", url)
                 continue
             reason = refusal(url, key, request, depth)
             if reason:
-                self._count_refusal(reason)
+                self._count_refusal(reason, key)
                 continue
             if knows is not None:
                 known = knows(key)
@@ -873,7 +891,7 @@ class Frontier:
             return
         offsite = self._offsite
         if offsite is not None and offsite(request.url, key, request, lease.depth):
-            self._count_refusal("offsite")
+            self._count_refusal("offsite", key)
             self.ledger.fail(lease, "offsite_redirect")
 
     def _on_request_dropped(self, request: Request, spider=None) -> None:

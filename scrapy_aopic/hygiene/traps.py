@@ -25,10 +25,15 @@ rule                   refuses a URL when                          default
 ``host_pages``         its host already had N fetches              0 (off)
 ``subdomains``         its host is new and its registered domain   10
                        already has N hosts
+``soft404``            (a fetched page) N distinct URLs of its     3
+                       host answered the same page shape
+``soft404_dir``        its directory had N children fetched, all   3
+                       soft 404s (same setting as ``soft404``)
 =====================  ==========================================  =======
 
-The first five are stateless (:func:`url_rule`); the last three count
-what the crawl has admitted so far (:class:`TrapGuard`), per process.
+The first five are stateless (:func:`url_rule`); the next three count
+what the crawl has admitted so far (:class:`TrapGuard`), per process; the
+soft-404 rules learn from pages fetched (:mod:`.soft404`).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from typing import Any
 
 from .. import settings as aopic_settings
 from .domains import registered_domain
+from .soft404 import Soft404Detector
 
 RULES = (
     "scheme",
@@ -52,6 +58,8 @@ RULES = (
     "calendar",
     "host_pages",
     "subdomains",
+    "soft404",
+    "soft404_dir",
 )
 
 #: ``TrapLimits`` field -> its setting.
@@ -64,6 +72,7 @@ SETTING_OF = {
     "calendar_dates": "AOPIC_TRAP_CALENDAR_DATES",
     "host_pages": "AOPIC_TRAP_HOST_PAGES",
     "max_subdomains": "AOPIC_TRAP_MAX_SUBDOMAINS",
+    "soft404_pages": "AOPIC_TRAP_SOFT404_PAGES",
 }
 
 
@@ -79,6 +88,7 @@ class TrapLimits:
     calendar_dates: int = 30
     host_pages: int = 0
     max_subdomains: int = 10  #: Frontera's default
+    soft404_pages: int = 3
 
     @classmethod
     def from_settings(cls, settings: Any) -> TrapLimits:
@@ -218,6 +228,7 @@ class TrapGuard:
         self._hosts: dict[str, set[str]] = {}  # registered domain -> hosts admitted
         self._dates: dict[str, set[str]] = {}  # calendar template -> dates admitted
         self._fetches: Counter[str] = Counter()  # host -> fetches
+        self.soft404 = Soft404Detector(self.limits.soft404_pages)
         # canonical URL -> (http(s)?, path/query rule, host name, calendar
         # key): what the rules read from a canonical URL, computed once per
         # URL (a site's navigation links repeat on every page).
@@ -240,6 +251,8 @@ class TrapGuard:
                 rule = "subdomains"
             elif limits.calendar_dates and calendar is not None and not self._admit_calendar(*calendar):
                 rule = "calendar"
+            elif limits.soft404_pages and self.soft404.directory_refuses(canonical):
+                rule = "soft404_dir"
             elif fetching and limits.host_pages:
                 self._fetches[hostname] += 1
         if rule is not None:
@@ -290,6 +303,15 @@ class TrapGuard:
             return False
         dates.add(date)
         return True
+
+    def page_fetched(self, canonical: str, text: str, siblings: frozenset[str] | tuple = ()) -> str | None:
+        """A page fetched with status 200 (key ``canonical``, ``text`` from
+        :func:`.soft404.page_facts`, with its sibling links): ``"soft404"`` when it is a soft 404 (counted), else
+        ``None``."""
+        if self.limits.soft404_pages and self.soft404.observe(canonical, text, siblings):
+            self.counts["soft404"] += 1
+            return "soft404"
+        return None
 
     def fetches(self, hostname: str) -> int:
         """Fetches charged to ``hostname`` so far."""

@@ -3,15 +3,38 @@
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
+
+import logging
 
 from scrapy.exceptions import IgnoreRequest
+from scrapy.http import TextResponse
 
 from ..frontier import Frontier
 from ..hygiene.traps import TrapGuard, TrapLimits
+from ..hygiene.soft404 import page_facts
+
+_GUARDS: WeakKeyDictionary = WeakKeyDictionary()
+
+
+def guard_of(crawler: Crawler) -> TrapGuard:
+    """The crawl's one :class:`TrapGuard` (both middlewares share it),
+    its limits read from the settings once."""
+    guard = _GUARDS.get(crawler)
+    if guard is None:
+        guard = _GUARDS[crawler] = TrapGuard(TrapLimits.from_settings(crawler.settings))
+    return guard
+
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+#: Characters of a page's HTML its shape is taken from.
+SHAPE_CHARS = 200_000
 
 
 class TrapGuardMiddleware:
@@ -28,6 +51,10 @@ class TrapGuardMiddleware:
       marked refused (``aopic/failed/trap/<rule>``), and dropped with
       :class:`~scrapy.exceptions.IgnoreRequest`.
 
+    Links into a directory that only answered soft 404s
+    (:class:`Soft404Middleware`) are refused by the same two checks
+    (``trap/soft404_dir``).
+
     Requests the frontier did not hand out (robots.txt, a spider's own
     ``engine.download``) pass untouched. The add-on puts it at 60: after
     Scrapy's offsite check (50) and before robots.txt (100), so a trapped
@@ -42,8 +69,7 @@ class TrapGuardMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> TrapGuardMiddleware:
-        limits = TrapLimits.from_settings(crawler.settings)
-        return cls(Frontier.from_crawler(crawler), TrapGuard(limits), crawler.stats)
+        return cls(Frontier.from_crawler(crawler), guard_of(crawler), crawler.stats)
 
     def link_filter(self, url: str, canonical: str, request: Request, depth: int) -> str | None:
         """Frontier link filter: ``"trap/<rule>"`` for a trapped URL."""
@@ -59,5 +85,47 @@ class TrapGuardMiddleware:
         rule = self.guard.rule(request.url, lease.url, lease.depth, fetching=True)
         if rule is None:
             return None
+        self.frontier.fail(request, f"trap/{rule}", refuse=True)
+        raise IgnoreRequest(f"aopic trap rule {rule}: {request.url}")
+
+
+class Soft404Middleware:
+    """Refuses soft 404s as they come back (:mod:`scrapy_aopic.hygiene.soft404`).
+
+    Every page the frontier handed out that comes back with status 200 is
+    shown to the crawl's soft-404 detector. One whose shape is an error
+    shape of its host is settled like a request refused at fetch time
+    (cash to lambda, account refused, ``aopic/failed/trap/soft404``) and
+    dropped: its links are not followed, as those of a 404 are not. The
+    add-on puts it at 547, once responses are decompressed (590),
+    redirects resolved (600, 580) and retries done (550), and before the
+    near-duplicate check (545): a soft 404 is not a page of the index.
+    """
+
+    def __init__(self, frontier: Frontier, guard: TrapGuard):
+        self.frontier = frontier
+        self.guard = guard
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Soft404Middleware:
+        return cls(Frontier.from_crawler(crawler), guard_of(crawler))
+
+    def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Response:
+        if response.status != 200 or not self.guard.limits.soft404_pages or not isinstance(response, TextResponse):
+            return response
+        lease = self.frontier.lease_of(request)
+        if lease is None:
+            return response
+        detector = self.guard.soft404
+        shapes, closed = len(detector.error_shapes), len(detector.closed)
+        rule = self.guard.page_fetched(lease.url, *page_facts(response.url, response.text[:SHAPE_CHARS]))
+        if len(detector.error_shapes) > shapes:
+            logger.info("aopic: soft 404s found: %d distinct URLs answered the page of %s; "
+                        "pages of that shape are refused from now on", self.guard.limits.soft404_pages, request.url)
+        for parent in list(detector.closed)[closed:]:
+            logger.info("aopic: soft-404 directory %s: its first fetched children were all soft 404s; "
+                        "links into it are refused from now on", parent)
+        if rule is None:
+            return response
         self.frontier.fail(request, f"trap/{rule}", refuse=True)
         raise IgnoreRequest(f"aopic trap rule {rule}: {request.url}")

@@ -22,6 +22,17 @@ Traps (``traps=True``), entered from the footer every real page carries
 * ``counter``: the gallery links ``?view=N+1``, forever;
 * ``farm``: ``http://localhost:PORT/farm/N.html``, ten links to other farm pages each;
 * ``soft404``: unknown paths answer 200 "not found" with five fresh random links.
+
+Soft-404 spaces of one directory each (``soft404=`` a tuple of
+:data:`SOFT404_VARIANTS`), entered from every real page's footer and from
+some articles, each answering 200 for any token with links to fresh ones:
+
+* ``words``: ``/wiki/<Random_words>``, "no article about <words> yet",
+  links labelled with other random words;
+* ``noresults``: ``/search/<hex token>/``, a templated "No results for
+  <token>" page with "recent searches" (more tokens);
+* ``query``: ``/catalog/?ref=<hex>&sort=<word>``: random query values, the same
+  empty catalogue page, with a random request id and time in it.
 """
 
 from __future__ import annotations
@@ -38,6 +49,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import NamedTuple
 
 _WORDS = None
+
+#: Soft-404 spaces :class:`TrapSite` can add (``soft404=``).
+SOFT404_VARIANTS = ("words", "noresults", "query")
 
 
 def _vocabulary() -> list[str]:
@@ -68,7 +82,12 @@ class TrapSite:
         seed: int = 1,
         traps: bool = True,
         crawl_delay: float | None = None,
+        soft404: tuple[str, ...] = (),
     ):
+        unknown = set(soft404) - set(SOFT404_VARIANTS)
+        if unknown:
+            raise ValueError(f"unknown soft-404 variants {sorted(unknown)}")
+        self.soft404 = tuple(soft404) if traps else ()
         self.articles = articles
         self.sections = sections
         self.per_listing = per_listing
@@ -142,11 +161,51 @@ class TrapSite:
         if self.traps:
             footer += [("/events/2025/06/", "This month's events"), ("/shop/;jsessionid=" + self._sid(), "Shop"),
                        ("/docs/help/", "Help"), ("/gallery/?view=1", "Next photo")]
+            footer += [(self._soft404_link(v, text_key), label) for v, label in
+                       (("words", "Wiki"), ("noresults", "Search"), ("query", "Catalogue")) if v in self.soft404]
         else:
             footer += [("/events/", "Events"), ("/shop/", "Shop"), ("/docs/help/", "Help"), ("/gallery/", "Gallery")]
         out += [f'<a href="{href}">{label}</a> ' for href, label in footer]
         out.append("</footer></body></html>")
         return "".join(out).encode()
+
+    # -- soft-404 spaces -------------------------------------------------------
+
+    def _soft404_link(self, variant: str, key: str) -> str:
+        """A link into a soft-404 space, fixed per (variant, key)."""
+        rng = random.Random(f"{variant}|{key}")
+        return self._soft404_url(variant, rng)
+
+    @staticmethod
+    def _soft404_url(variant: str, rng: random.Random) -> str:
+        vocab = _vocabulary()
+        if variant == "words":
+            return "/wiki/" + "_".join(rng.choice(vocab).capitalize() for _ in range(rng.randint(1, 3)))
+        if variant == "noresults":
+            return f"/search/{rng.getrandbits(48):012x}/"
+        return f"/catalog/?ref={rng.getrandbits(40):010x}&sort={rng.choice(vocab)}"
+
+    def _soft404_space(self, variant: str, path: str, query: str) -> Reply:
+        target = f"{path}?{query}" if query else path
+        rng = random.Random(f"soft404|{target}")
+        links = [self._soft404_url(variant, rng) for _ in range(5)]
+        if variant == "words":
+            words = path[len("/wiki/"):].replace("_", " ")
+            title = f"{words} - Wiki"
+            links = [(href, href[len("/wiki/"):].replace("_", " ")) for href in links]
+            extra = f"<p>There is no article about <b>{words}</b> yet. You can search for {words} in other pages.</p>"
+        elif variant == "noresults":
+            token = path.strip("/").rpartition("/")[2]
+            title = f"Search: {token}"
+            links = [(href, f"Recent search {href.strip('/').rpartition('/')[2]}") for href in links]
+            extra = f"<p>No results for &ldquo;{token}&rdquo;. Check the spelling or try other words.</p>"
+        else:
+            title = "Catalogue"
+            links = [(href, "Show more") for href in links]
+            extra = (f"<p>No products match your filter. Request {rng.getrandbits(32):08x} "
+                     f"served at {rng.randrange(24):02d}:{rng.randrange(60):02d}:{rng.randrange(60):02d}.</p>")
+        body = self._page(title, links, f"soft404-{variant}").replace(b"</h1>", b"</h1>" + extra.encode(), 1)
+        return self._html(body, f"trap:soft404-{variant}")
 
     def _html(self, body: bytes, kind: str, page: str | None = None) -> Reply:
         return Reply(200, {"Content-Type": "text/html; charset=utf-8"}, body, kind, page)
@@ -191,6 +250,12 @@ class TrapSite:
         m = re.fullmatch(r"/s/(\d+)/(\d+)\.html", path)
         if m and int(m.group(2)) < self.articles and int(m.group(2)) % self.sections == int(m.group(1)) and not query:
             return self._article(int(m.group(2)), port)
+        if "words" in self.soft404 and path.startswith("/wiki/") and len(path) > 6:
+            return self._soft404_space("words", path, query)
+        if "noresults" in self.soft404 and re.fullmatch(r"/search/[0-9a-f]+/", path):
+            return self._soft404_space("noresults", path, query)
+        if "query" in self.soft404 and path == "/catalog/" and query:
+            return self._soft404_space("query", path, query)
         if path.startswith("/events/"):
             return self._events(path)
         if path.startswith("/shop/"):
@@ -232,6 +297,9 @@ class TrapSite:
             links.append((f"/s/{i % self.sections}/old-{i}.html", "Old version"))
         if i in self.farm_links:
             links.append((f"http://localhost:{port}/farm/{i}.html", "Great deals"))
+        for variant in self.soft404:
+            if i % 17 == SOFT404_VARIANTS.index(variant):
+                links.append((self._soft404_link(variant, f"article{i}"), "See also"))
         path = self.article_path(i)
         return self._html(self._page(f"Article {i}", links, path), "real", path)
 
@@ -367,6 +435,23 @@ def fetch_figures(log, real_pages: set[str]) -> dict:
     }
 
 
+def real_refused(report: dict, site: TrapSite, base: str) -> list[str]:
+    """Real pages the crawl refused: accounts marked refused (at fetch
+    time, or as soft 404s) and pages in a directory closed as a soft-404
+    space (their links refused), robots.txt refusals aside."""
+    from scrapy_aopic.hygiene.canonical import canonical_url
+
+    real = {canonical_url(base + path): path for path in site.real_pages()}
+    accounts = report.get("accounts", {})
+    refused = {real[url] for url, a in accounts.items() if a["state"] == "refused" and url in real}
+    closed = set(report.get("soft404_closed", ()))
+    if closed:
+        from scrapy_aopic.hygiene.soft404 import parent_of
+
+        refused |= {path for url, path in real.items() if parent_of(url) in closed}
+    return sorted(refused)
+
+
 # -- the crawl runner (runs in a subprocess) -------------------------------------
 
 
@@ -409,6 +494,12 @@ def run_crawl_here(config: dict) -> dict:
         pass
     process.crawl(crawler)
     process.start()
+    try:  # what the soft-404 detector learned
+        from scrapy_aopic.middlewares.traps import guard_of
+
+        report["soft404_closed"] = list(guard_of(crawler).soft404.closed)
+    except ImportError:
+        pass
     report["stats"] = {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in crawler.stats.get_stats().items()}
     try:
         from scrapy_aopic.frontier import Frontier

@@ -142,7 +142,7 @@ def test_every_rule_is_named_and_has_a_setting():
     from scrapy_aopic import settings as aopic_settings
     from scrapy_aopic.hygiene.traps import SETTING_OF
 
-    assert len(RULES) == len(set(RULES)) == 9
+    assert len(RULES) == len(set(RULES)) == 11
     for name in SETTING_OF.values():
         assert name in aopic_settings.SETTINGS
 

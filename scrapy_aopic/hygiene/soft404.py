@@ -1,0 +1,260 @@
+"""Soft 404s and the endless spaces they open (``docs/hygiene.rst``): pure
+Python, no Scrapy.
+
+A soft 404 is a "not found" (or "no results") page served with status 200.
+When it links to fresh URLs that are soft 404s again (random words, random
+tokens, a random query value), a crawl that follows its links spends its
+budget there forever, and no stateless URL rule sees it: every URL is short,
+shallow and unique.
+
+The detector learns from responses already fetched, no probe request:
+
+* **The shape of a page** is its visible text with every token that also
+  occurs in its URL removed and digit runs folded (a "no results for
+  *xyz*" page echoes its token), hashed. Distinct pages have distinct text;
+  a soft 404 answers the same whatever the URL.
+* **An error shape** is a shape that ``pages`` distinct URLs of one host
+  answered. A response of an error shape is a soft 404 (rule
+  ``soft404``): refused like a 404, its links not followed, its cash to
+  lambda. The first ``pages - 1`` of them pass (their links are followed,
+  and lead to more of the shape).
+* **A soft-404 directory** is a URL's parent (the path up to its last
+  ``/``; for a URL with a query, the path and the parameter names) with
+  ``pages`` children answered by error shapes and none by any other shape,
+  ``pages`` of which linked to fresh siblings (URLs of the same directory
+  no child had linked to before): a space that mints its own URLs, not a
+  section with broken links from elsewhere.
+  Links into it are refused before they get cash (rule ``soft404_dir``).
+  One real page among its children (a shape of its own) keeps the
+  directory open, so a site's own section with a few broken links is
+  never closed.
+
+Exact duplicates of a real page under other URLs are folded by the URL
+canonicalizer and the duplicate detector before they get here; a shape is
+an error shape only when ``pages`` *distinct* canonical URLs answer it.
+State is per process and bounded (:attr:`Soft404Detector.MAX_KEYS`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+
+_TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+_DIGIT = re.compile(r"\d")
+
+
+def parent_of(canonical: str) -> str:
+    """The "directory" of a canonical URL: its path up to the last ``/``
+    (``/a/`` for ``/a/b`` and ``/a/b/``), or, with a query, the path and the sorted parameter names
+    (``http://h/find?q=`` for ``http://h/find?q=xyz``)."""
+    base, qmark, query = canonical.partition("?")
+    if qmark and query:
+        names = sorted({piece.partition("=")[0] for piece in query.split("&")})
+        return f"{base}?{'&'.join(n + '=' for n in names)}"
+    scheme, sep, rest = base.partition("://")
+    slash = rest.rfind("/", 0, len(rest) - 1)  # /a/b/ is a child of /a/
+    if slash < 0:
+        return f"{scheme}{sep}{rest.partition('/')[0]}/"
+    return f"{scheme}{sep}{rest[: slash + 1]}"
+
+
+def url_tokens(canonical: str) -> set[str]:
+    """Lower-case words of a URL's path and query (what a page may echo)."""
+    rest = canonical.partition("://")[2]
+    slash = rest.find("/")
+    tail = rest[slash:] if slash >= 0 else ""
+    return {t.lower() for t in _TOKEN.findall(tail)}
+
+
+#: Words a page's shape needs: a page with fewer left (numbers, its
+#: URL's words and links to its siblings) has no shape and is never taken
+#: for a soft 404.
+MIN_SHAPE_WORDS = 8
+
+
+def page_shape(canonical: str, text: str) -> str | None:
+    """The shape of a page: its ``text`` (:func:`shape_text`) without the
+    URL's own tokens and without tokens holding a digit (ids, times,
+    counters), hashed (16 hex digits); ``None`` when fewer than
+    :data:`MIN_SHAPE_WORDS` words are left."""
+    drop = url_tokens(canonical)
+    words = [w for w in (t.lower() for t in _TOKEN.findall(text)) if w not in drop and not _DIGIT.search(w)]
+    if len(words) < MIN_SHAPE_WORDS:
+        return None
+    return hashlib.blake2b(" ".join(words).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+_SKIP_TAGS = frozenset({"script", "style", "noscript", "template"})
+
+
+def shape_text(url: str, html: str | bytes) -> str:
+    """The text a page's shape is taken from: its visible text, without the
+    labels of links to its siblings (URLs of the same :func:`parent_of`):
+    a soft-404 space labels its links with their fresh random tokens, a
+    real page's own text is what tells it from its siblings."""
+    return page_facts(url, html)[0]
+
+
+def page_facts(url: str, html: str | bytes) -> tuple[str, frozenset[str]]:
+    """``(shape text, sibling links)``: :func:`shape_text`, and the URLs
+    (absolute, as written) of the page's links to its siblings."""
+    from urllib.parse import urljoin
+
+    from lxml import etree, html as lxml_html
+
+    try:
+        root = lxml_html.fromstring(html) if html else None
+    except (etree.LxmlError, ValueError):
+        return "", frozenset()
+    if root is None:
+        return "", frozenset()
+    base_parent = parent_of(url.partition("#")[0])
+    parts: list[str] = []
+    siblings: set[str] = set()
+
+    def walk(element) -> None:
+        tag = element.tag if isinstance(element.tag, str) else ""
+        if tag in _SKIP_TAGS or not tag:
+            return  # comments, processing instructions, scripts
+        sibling = False
+        if tag == "a":
+            href = element.get("href")
+            if href:
+                target = urljoin(url, href.strip()).partition("#")[0]
+                sibling = target != url and parent_of(target) == base_parent
+                if sibling:
+                    siblings.add(target)
+        if not sibling:
+            if element.text:
+                parts.append(element.text)
+            for child in element:
+                walk(child)
+                if child.tail:
+                    parts.append(child.tail)
+        return
+
+    walk(root)
+    return " ".join(parts), frozenset(siblings)
+
+
+def host_of(canonical: str) -> str:
+    rest = canonical.partition("://")[2]
+    end = len(rest)
+    for sep in "/?":
+        i = rest.find(sep)
+        if 0 <= i < end:
+            end = i
+    return rest[:end]
+
+
+class Soft404Detector:
+    """Learns error shapes and soft-404 directories from fetched pages.
+
+    :meth:`observe` is told every page fetched with status 200 and answers
+    whether it is a soft 404; :meth:`directory_refuses` answers for a link.
+    ``pages``: distinct URLs of one shape that make it an error shape, and
+    error children that close a directory (0 = off).
+    """
+
+    #: Shapes and directories remembered (each about 200 bytes); the memo
+    #: of each starts over when full.
+    MAX_KEYS = 1 << 17
+    #: URLs remembered per shape (enough to count to ``pages``).
+    URLS_PER_SHAPE = 8
+
+    def __init__(self, pages: int = 3):
+        self.pages = pages
+        self._shape_urls: dict[tuple[str, str], set[str]] = {}  # (host, shape) -> URLs (up to URLS_PER_SHAPE)
+        self.error_shapes: set[tuple[str, str]] = set()  #: (host, shape) of soft 404s
+        # parent -> shapes of its children fetched (a count per shape); a
+        # parent with many real children is kept as None (open for good).
+        self._dirs: dict[str, Counter[tuple[str, str]] | None] = {}
+        self._minted: dict[str, set[str]] = {}  # parent -> sibling links its children made
+        self.closed: dict[str, None] = {}  #: soft-404 directories, in the order closed
+        self.counts: Counter[str] = Counter()  #: "soft404" pages, "soft404_dir" links refused
+
+    def observe(self, canonical: str, text: str, siblings: frozenset[str] | tuple = ()) -> bool:
+        """A page fetched with status 200 (``text`` and ``siblings`` from
+        :func:`page_facts`): ``True`` when it is a soft 404."""
+        if not self.pages:
+            return False
+        shape = page_shape(canonical, text)
+        if shape is None:
+            return False
+        key = (host_of(canonical), shape)
+        error = key in self.error_shapes
+        if not error:
+            urls = self._shape_urls.get(key)
+            if urls is None:
+                if len(self._shape_urls) >= self.MAX_KEYS:
+                    self._shape_urls.clear()
+                urls = self._shape_urls[key] = set()
+            if len(urls) < self.URLS_PER_SHAPE:
+                urls.add(canonical)
+            if len(urls) >= self.pages:
+                self.error_shapes.add(key)
+                error = True
+                # The pages that passed before the shape was known: their
+                # directories learn it now.
+                for url in urls:
+                    parent = parent_of(url)
+                    shapes = self._dirs.get(parent)
+                    if shapes:
+                        self._check_dir(parent, shapes)
+        self._learn_dir(canonical, key, siblings)
+        if error:
+            self.counts["soft404"] += 1
+        return error
+
+    def _learn_dir(self, canonical: str, key: tuple[str, str], siblings=()) -> None:
+        parent = parent_of(canonical)
+        if parent in self.closed:
+            return
+        shapes = self._dirs.get(parent, False)
+        if shapes is None:
+            return  # real children: open for good
+        if shapes is False:
+            if len(self._dirs) >= self.MAX_KEYS:
+                self._dirs.clear()
+            shapes = self._dirs[parent] = Counter()
+        shapes[key] += 1
+        # A child that links to siblings no other child linked to: the
+        # directory mints its own URLs (counted under the key None).
+        minted = self._minted.setdefault(parent, set()) if siblings else None
+        if minted is not None:
+            fresh = siblings - minted
+            if fresh:
+                shapes[None] += 1
+                if len(minted) < 64:
+                    minted.update(fresh)
+        self._check_dir(parent, shapes)
+
+    #: Children of distinct shapes (none an error) that keep a directory
+    #: open for good.
+    REAL_SHAPES = 4
+
+    def _check_dir(self, parent: str, shapes: Counter) -> None:
+        """Close ``parent`` when ``pages`` children were fetched, every one
+        answered an error shape, and ``pages`` of them linked to siblings
+        no other child had linked to (the directory mints its own URLs: a
+        site's broken links are linked from elsewhere); a child of any other
+        shape keeps it open (for good once there are :attr:`REAL_SHAPES`)."""
+        real = sum(1 for k in shapes if k is not None and k not in self.error_shapes)
+        if real >= self.REAL_SHAPES:
+            self._dirs[parent] = None
+            self._minted.pop(parent, None)
+        elif not real and sum(n for k, n in shapes.items() if k is not None) >= self.pages and shapes[None] >= self.pages:
+            self.closed[parent] = None
+            del self._dirs[parent]
+            self._minted.pop(parent, None)
+
+    def directory_refuses(self, canonical: str) -> bool:
+        """Whether a link to ``canonical`` goes into a soft-404 directory."""
+        if not self.pages or not self.closed:
+            return False
+        if parent_of(canonical) in self.closed:
+            self.counts["soft404_dir"] += 1
+            return True
+        return False

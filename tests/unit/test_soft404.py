@@ -1,0 +1,102 @@
+"""Soft-404 detector (issue 16, item 3): shapes, error shapes, directories,
+on the trap site's soft-404 spaces and its real pages; and in a crawl."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from scrapy_aopic.hygiene.canonical import canonical_url
+from scrapy_aopic.hygiene.soft404 import Soft404Detector, page_facts, page_shape, parent_of, shape_text
+from scrapy_aopic.hygiene.traps import TrapGuard, TrapLimits
+from tests.support.trapsite import SOFT404_VARIANTS, TrapSite
+
+BASE = "http://127.0.0.1:8000"
+NOT_FOUND = "Not found, sorry: the page you asked for is not here any more"
+
+
+def _observe(detector, site, path):
+    reply = site.respond("127.0.0.1", path, 8000)
+    url = BASE + path
+    return detector.observe(canonical_url(url), *page_facts(url, reply.body.decode()))
+
+
+def test_parent_of():
+    assert parent_of("http://h/a/b.html") == "http://h/a/"
+    assert parent_of("http://h/a/b/") == "http://h/a/"
+    assert parent_of("http://h/find?q=x&p=2") == "http://h/find?p=&q="
+    assert parent_of("http://h/") == "http://h/"
+
+
+def test_shape_ignores_echoed_tokens_ids_and_sibling_link_labels():
+    page = ("<html><body><h1>No results for {t}</h1><p>Request {rid} at 10:{m}. Check the spelling.</p>"
+            "<a href='/search/{a}/'>{a}</a><a href='/about.html'>About</a></body></html>")
+    shapes = set()
+    for t, rid, m, a in (("qwerty", "ab12", "01", "zxcv"), ("asdf", "9f9f", "59", "lkjh")):
+        url = f"http://h/search/{t}/"
+        shapes.add(page_shape(url, shape_text(url, page.format(t=t, rid=rid, m=m, a=a))))
+    assert len(shapes) == 1
+    # A link outside the directory keeps its label: real pages differ there.
+    other = ("<html><body><h1>No results for</h1><p>Request at. Check the spelling.</p>"
+             "<a href='/docs/x.html'>Something else</a></body></html>")
+    assert page_shape("http://h/search/q/", shape_text("http://h/search/q/", other)) not in shapes
+
+
+@pytest.mark.parametrize("variant", SOFT404_VARIANTS)
+def test_each_variant_is_caught_after_three_pages_and_its_directory_closed(variant):
+    site = TrapSite(articles=100, soft404=(variant,))
+    detector = Soft404Detector(3)
+    rng = random.Random(variant)
+    paths = [site._soft404_url(variant, rng) for _ in range(5)]
+    assert [_observe(detector, site, p) for p in paths] == [False, False, True, True, True]
+    assert detector.directory_refuses(canonical_url(BASE + site._soft404_url(variant, rng)))
+    assert len(detector.closed) == 1
+
+
+def test_real_pages_never_soft404_and_broken_links_do_not_close_a_section():
+    site = TrapSite(articles=300, soft404=SOFT404_VARIANTS)
+    detector = Soft404Detector(3)
+    real = sorted(site.real_pages())
+    # Broken links of a section first (soft 404s with one shape), then its articles.
+    broken = [f"/s/1/old-{i}.html" for i in range(1, 300, 10)]
+    assert any(_observe(detector, site, p) for p in broken)  # the "not found" shape is learned
+    assert not any(_observe(detector, site, p) for p in real)
+    assert not any(detector.directory_refuses(canonical_url(BASE + p)) for p in real) or pytest.fail(
+        f"closed: {list(detector.closed)}")
+
+
+def test_one_real_child_keeps_a_directory_open():
+    detector = Soft404Detector(3)
+    assert not detector.observe("http://h/d/real.html", "A real page about ponies and their care, feeding and grooming")
+    for n in range(4):
+        detector.observe(f"http://h/d/x{n}.html", NOT_FOUND, frozenset({f"http://h/d/y{n}.html"}))
+    assert not detector.directory_refuses("http://h/d/other.html")
+    assert detector.observe("http://h/d/x9.html", NOT_FOUND)  # still a soft 404 itself
+
+
+def test_a_directory_that_mints_no_siblings_stays_open():
+    detector = Soft404Detector(3)
+    for n in range(5):  # broken links into a section: "not found" linking home
+        detector.observe(f"http://h/s/old-{n}.html", NOT_FOUND, frozenset({"http://h/s/index.html"}))
+    assert detector.error_shapes and not detector.closed
+
+
+def test_off_and_guard_rule():
+    assert not Soft404Detector(0).observe("http://h/a", NOT_FOUND)
+    guard = TrapGuard(TrapLimits(soft404_pages=2))
+    for n in range(2):
+        guard.page_fetched(f"http://h/w/t{n}", NOT_FOUND, frozenset({f"http://h/w/u{n}"}))
+    assert guard.rule("http://h/w/new", "http://h/w/new", 1) == "soft404_dir"
+    assert guard.rule("http://h/other", "http://h/other", 1) is None
+    assert guard.counts["soft404"] == 1 and guard.counts["soft404_dir"] == 1
+
+
+def test_a_page_of_numbers_and_sibling_links_has_no_shape():
+    detector = Soft404Detector(3)
+    for n in range(6):  # a synthetic site: <h1>/pN</h1> and links to /pM
+        url = f"http://h/p{n}"
+        html = f"<html><body><h1>/p{n}</h1><a href='/p{n + 1}'>/p{n + 1}</a></body></html>"
+        assert page_shape(url, shape_text(url, html)) is None
+        assert not detector.observe(url, *page_facts(url, html))
+    assert not detector.error_shapes
