@@ -524,15 +524,21 @@ def test_idle_close_after_setting(redis_url):
         _idle_close_after(get_crawler(FollowSpider, {"AOPIC_IDLE_CLOSE_AFTER": -1}).settings)
 
 
-def test_a_pop_whose_reply_was_lost_leases_nothing_twice(redis_url):
-    """Redis ran the pop but the connection died before the reply: the
-    retried pop gets the same lease, no URL is left leased to nobody."""
-    import redis
-
-    store = RedisStore.from_url(redis_url, key_prefix=f"lostreply{next(_names)}", retry_timeout=5)
+def _three_hosts(redis_url, name, **options):
+    """A store with one URL on each of three hosts (h2 the richest) and a
+    list that is filled with the first reply of the store's scripts, which
+    :func:`_lose_first_reply` then loses."""
+    store = RedisStore.from_url(redis_url, key_prefix=f"{name}{next(_names)}", **options)
     store.clear()
     for i in range(3):
         store.inject(Link(f"http://h{i}.example/", f"h{i}.example", 0), 1.0 + i)
+    return store
+
+
+def _lose_first_reply(store, error):
+    """Make the next script call run in Redis but lose its reply (``error``
+    raised instead); returns the original ``call_many`` and the list that
+    receives the lost replies."""
     scripts = store._scripts
     original = scripts.call_many
     lost = []
@@ -541,10 +547,21 @@ def test_a_pop_whose_reply_was_lost_leases_nothing_twice(redis_url):
         replies = original(script, commands)
         if not lost:
             lost.append(replies)
-            raise redis.ConnectionError("connection reset after the script ran")
+            raise error
         return replies
 
     scripts.call_many = reply_lost_once
+    return original, lost
+
+
+def test_a_pop_whose_reply_was_lost_leases_nothing_twice(redis_url):
+    """Redis ran the pop but the connection died before the reply: the
+    retried pop gets the same lease, no URL is left leased to nobody."""
+    import redis
+
+    store = _three_hosts(redis_url, "lostreply", retry_timeout=5)
+    scripts = store._scripts
+    original, lost = _lose_first_reply(store, redis.ConnectionError("connection reset after the script ran"))
     lease = store.pop()
     assert lost and lease.url == "http://h2.example/"
     assert store.open_leases() == [(lease.url, lease.lease_id)]
@@ -564,23 +581,10 @@ def test_a_stalled_pop_and_unlease_lose_no_lease(redis_url):
 
     from scrapy_aopic.store.base import StoreStalled
 
-    store = RedisStore.from_url(redis_url, key_prefix=f"stalledpop{next(_names)}", retry_timeout=60)
-    store.clear()
+    store = _three_hosts(redis_url, "stalledpop", retry_timeout=60)
     store.fail_fast = True
-    for i in range(3):
-        store.inject(Link(f"http://h{i}.example/", f"h{i}.example", 0), 1.0 + i)
     scripts = store._scripts
-    original = scripts.call_many
-    lost = []
-
-    def reply_lost_once(script, commands):
-        replies = original(script, commands)
-        if not lost:
-            lost.append(replies)
-            raise redis.TimeoutError("Timeout reading from socket")
-        return replies
-
-    scripts.call_many = reply_lost_once
+    original, lost = _lose_first_reply(store, redis.TimeoutError("Timeout reading from socket"))
     with pytest.raises(StoreStalled):
         store.pop()
     assert lost and store.stalled_for is not None
