@@ -118,6 +118,10 @@ class Frontier:
         self.min_share = aopic_settings.get_float(settings, "AOPIC_MIN_CASH_SHARE")
         if not 0.0 <= self.min_share <= 1.0:
             raise ValueError(f"AOPIC_MIN_CASH_SHARE must be in [0, 1], got {self.min_share!r}")
+        self.min_share_delayed = aopic_settings.get_float(settings, "AOPIC_MIN_CASH_SHARE_DELAYED")
+        if not 0.0 <= self.min_share_delayed <= 1.0:
+            raise ValueError(
+                f"AOPIC_MIN_CASH_SHARE_DELAYED must be in [0, 1], got {self.min_share_delayed!r}")
         self.follow_duplicate_links = aopic_settings.get_bool(settings, "AOPIC_DUPLICATE_FOLLOW_LINKS")
         self.lane_share = aopic_settings.get_float(settings, "AOPIC_DIRECT_LANE_SHARE")
         if not 0.0 <= self.lane_share <= 1.0:
@@ -589,11 +593,22 @@ class Frontier:
         if self.recrawl is not None:  # pages due for a revisit go back in first
             lease = self.recrawl.next_lease(self.store, self.probe.host_ready)
         if lease is None:
-            lease = self.store.pop(self.probe.host_ready, self.min_share)
+            lease = self.store.pop(self.probe.host_ready, self._min_share())
         if lease is None:
             return None
         self._upkeep_due = True
         return self._hand_out(lease)
+
+    def _min_share(self) -> float:
+        """The min-share rule now: ``AOPIC_MIN_CASH_SHARE`` while waiting
+        for a busy host can pay (some full slot has no delay: its next fetch
+        competes with a poor one for the process), else
+        ``AOPIC_MIN_CASH_SHARE_DELAYED`` (every full slot is throttled by a
+        delay and frees on its own clock: a free slot left idle would be a
+        fetch lost for good)."""
+        if self.min_share == self.min_share_delayed or self.probe.busy_unthrottled():
+            return self.min_share
+        return self.min_share_delayed
 
     def _next_request_shared(self) -> Request | None:
         """:meth:`next_request` on a shared store in one round trip: lambda's
@@ -606,7 +621,8 @@ class Frontier:
         if self.recrawl is not None:  # pages due for a revisit (this worker's plan) first
             lease = self.recrawl.next_lease(store, self.probe.host_ready)
         if lease is None:
-            lease = store.pop(self.probe.host_ready, self.min_share, busy=self.probe.busy_hosts(), visit_lambda=True)
+            lease = store.pop(self.probe.host_ready, self._min_share(), busy=self.probe.busy_hosts(),
+                              visit_lambda=True)
             paid = store.last_lambda_payout
             if paid:
                 self.stats.inc_value("aopic/lambda_visits")

@@ -16,10 +16,25 @@ if TYPE_CHECKING:
 
 
 def _slot_full(slot: Any) -> bool:
-    # A slot with a delay sends one request at a time: anything queued
-    # there would only wait, holding a global concurrency place.
-    limit = 1 if slot.delay else slot.concurrency
-    return len(slot.active) >= limit
+    """Whether one more request in ``slot`` would only wait there.
+
+    Scrapy sends a slot's requests at most ``concurrency`` at a time and,
+    with a delay, one per delay. Any slot is full at ``concurrency``
+    requests; a slot with a delay is full as soon as one request waits for
+    its turn (a second one would only wait too, holding a global concurrency
+    place and a URL a richer one may overtake meanwhile). A request still
+    downloading does not fill a delayed slot: Scrapy sends the next one
+    after the delay whatever the first one does, so a slow page must not
+    stop its host (it does not with Scrapy's own scheduler either).
+    """
+    if len(slot.active) >= slot.concurrency:
+        return True
+    if not slot.delay:
+        return False
+    queue = getattr(slot, "queue", None)
+    if queue is None:  # another Scrapy: one request at a time
+        return len(slot.active) >= 1
+    return len(queue) > 0
 
 
 class DownloadProbe:
@@ -67,6 +82,36 @@ class DownloadProbe:
             if slot is not None and _slot_full(slot):
                 busy.append(key)
         return busy
+
+    def busy_unthrottled(self) -> bool:
+        """Whether some full download slot has no delay.
+
+        Such a slot frees when its responses come back, and those are
+        processed by the same process as any other fetch: a poor page
+        fetched elsewhere meanwhile takes time from it (CPU, bandwidth). A
+        slot throttled by a delay (``DOWNLOAD_DELAY``, AutoThrottle, a
+        robots.txt ``Crawl-delay``) sends one request per delay whatever the
+        other slots do, and the global concurrency place its request frees
+        is the one its next request takes: a fetch elsewhere takes nothing
+        from it. ``True`` (the rule for unthrottled slots) when there is no
+        downloader to look at."""
+        downloader = self._downloader
+        slots = getattr(downloader, "slots", None)
+        if slots is None:
+            return True
+        if not slots:
+            return False
+        active = getattr(downloader, "active", None)
+        if active is None or len(active) >= len(slots):
+            candidates = slots
+        else:
+            candidates = {request.meta.get("download_slot") for request in active}
+            candidates.discard(None)
+        for key in candidates:
+            slot = slots.get(key)
+            if slot is not None and not slot.delay and _slot_full(slot):
+                return True
+        return False
 
     def downloader_middlewares(self) -> list[Any]:
         """The downloader middleware instances, outermost first."""

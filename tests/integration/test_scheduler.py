@@ -32,10 +32,20 @@ class FakeDownloader:
     def __init__(self):
         self.slots: dict[str, Slot] = {}
 
-    def fill(self, host: str, active: int, concurrency: int = 2, delay: float = 0.0):
+    def fill(self, host: str, active: int, concurrency: int = 2, delay: float = 0.0, transferring: int = 0):
+        """``active`` requests in ``host``'s slot: ``transferring`` of them
+        downloading, the others waiting in the slot's queue (for the delay,
+        or for a transfer place)."""
         slot = Slot(concurrency, delay, 0)
-        slot.active = {Request(f"http://{host}/busy{i}") for i in range(active)}
+        requests = [Request(f"http://{host}/busy{i}", meta={"download_slot": host}) for i in range(active)]
+        slot.active = set(requests)
+        slot.transferring = set(requests[:transferring])
+        slot.queue.extend((request, None) for request in requests[transferring:])
         self.slots[host] = slot
+
+    @property
+    def active(self) -> set[Request]:
+        return {request for slot in self.slots.values() for request in slot.active}
 
 
 def make_scheduler(settings=None, downloader=None):
@@ -175,7 +185,109 @@ def test_delayed_slot_takes_one_request_at_a_time():
     assert scheduler.next_request() is None
 
 
+def test_delayed_slot_with_a_slow_download_takes_the_next_request():
+    """A page still downloading does not stop its host: Scrapy sends the
+    next request after the delay, up to the slot's concurrency."""
+    downloader = FakeDownloader()
+    scheduler, _ = make_scheduler(downloader=downloader)
+    scheduler.enqueue_request(seed("http://slow.example/1"))
+    scheduler.enqueue_request(seed("http://slow.example/2"))
+    downloader.fill("slow.example", active=1, concurrency=2, delay=0.1, transferring=1)
+    assert scheduler.next_request().url.startswith("http://slow.example/")
+    downloader.fill("slow.example", active=2, concurrency=2, delay=0.1, transferring=1)  # one waits
+    assert scheduler.next_request() is None
+    downloader.fill("slow.example", active=2, concurrency=2, delay=0.1, transferring=2)  # at concurrency
+    assert scheduler.next_request() is None
+
+
+def _rich_and_poor(settings=None):
+    """``rich.example`` holds far more cash than ``poor.example`` (less than
+    AOPIC_MIN_CASH_SHARE of it); both have pending URLs."""
+    downloader = FakeDownloader()
+    scheduler, _ = make_scheduler(settings, downloader=downloader)
+    engine = scheduler.frontier.engine
+    from scrapy_aopic.store import Link
+
+    engine.add_seed(Link("http://rich.example/1", "rich.example", 0), 10.0)
+    engine.add_seed(Link("http://rich.example/2", "rich.example", 0), 9.0)
+    engine.add_seed(Link("http://poor.example/1", "poor.example", 0), 1.0)
+    return scheduler, downloader
+
+
+def test_polite_crawl_never_idles_a_free_slot_with_a_pending_url():
+    """Every full slot throttled by a delay: the free slot of the poor host
+    is filled (waiting for the rich host would not fetch it any sooner)."""
+    scheduler, downloader = _rich_and_poor()
+    downloader.fill("rich.example", active=1, concurrency=2, delay=0.1)  # waits for its delay
+    request = scheduler.next_request()
+    assert request is not None and request.url == "http://poor.example/1"
+    downloader.slots["rich.example"].queue.clear()
+    downloader.slots["rich.example"].active.clear()
+    assert scheduler.next_request().url == "http://rich.example/1"
+
+
+def test_min_share_still_waits_for_an_unthrottled_host():
+    """No delay: the rich host's slot frees when its responses come back,
+    and a poor fetch competes with them; the min-share rule waits."""
+    scheduler, downloader = _rich_and_poor()
+    downloader.fill("rich.example", active=2, concurrency=2)
+    assert scheduler.next_request() is None
+    # One unthrottled full slot among throttled ones is enough to wait.
+    downloader.fill("other.example", active=1, concurrency=2, delay=0.1)
+    assert scheduler.next_request() is None
+
+
+def test_min_share_for_delayed_slots_is_a_setting():
+    scheduler, downloader = _rich_and_poor({"AOPIC_MIN_CASH_SHARE_DELAYED": 0.5})
+    downloader.fill("rich.example", active=1, concurrency=2, delay=0.1)
+    assert scheduler.next_request() is None
+    scheduler, downloader = _rich_and_poor({"AOPIC_MIN_CASH_SHARE": 0.0})
+    downloader.fill("rich.example", active=2, concurrency=2)
+    assert scheduler.next_request().url == "http://poor.example/1"
+
+
+def test_polite_crawl_hands_out_whenever_a_slot_with_a_pending_url_is_free():
+    """Random slot states, all throttled by a delay, default settings:
+    ``next_request`` returns None only when no host with a pending URL has
+    room, and otherwise a URL of a host with room."""
+    import random
+
+    rng = random.Random(18)
+    for _ in range(30):
+        downloader = FakeDownloader()
+        scheduler, _ = make_scheduler(downloader=downloader)
+        hosts = [f"h{i}.example" for i in range(6)]
+        handed_out = []
+        engine = scheduler.frontier.engine
+        from scrapy_aopic.store import Link
+
+        for i in range(40):
+            host = rng.choice(hosts)
+            engine.add_seed(Link(f"http://{host}/{i}", host, 0), rng.choice([0.01, 0.1, 1.0, 10.0]))
+        while True:
+            for host in hosts:
+                if rng.random() < 0.6:
+                    transferring = rng.randint(0, 2)
+                    downloader.fill(host, active=transferring + rng.randint(0, 1), concurrency=2,
+                                    delay=0.1, transferring=transferring)
+                else:
+                    downloader.slots.pop(host, None)
+            probe = scheduler.frontier.probe
+            pending = {account.host for account in scheduler.frontier.store.iter_accounts()
+                       if account.state == PENDING}
+            free = {host for host in pending if probe.host_ready(host)}
+            request = scheduler.next_request()
+            if request is None:
+                assert not free
+                if not pending:
+                    break
+            else:
+                assert request.url.split("/")[2] in free
+                handed_out.append(request)  # kept: a lost request's lease is settled as vanished
+
+
 def test_jobdir_close_and_reopen_keeps_the_state(tmp_path):
+
     settings = {"JOBDIR": str(tmp_path / "job")}
     scheduler, _ = make_scheduler(settings)
     for i in range(20):
