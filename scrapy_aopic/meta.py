@@ -1,7 +1,8 @@
 """The request meta keys scrapy-aopic reads and writes (a leaf module).
 
 Keys the frontier issues to one request (:data:`LEASE`, :data:`KEY`,
-:data:`REGISTERED`, :data:`CASH`, :data:`DUPLICATE_OF`) count only for the
+:data:`REGISTERED`, :data:`CASH`, :data:`DUPLICATE_OF`,
+:data:`DUPLICATE_DISTANCE`) count only for the
 request they were issued to; keys a spider sets (:data:`LINK`,
 :data:`DEDUP`) are the user's.
 """
@@ -18,6 +19,9 @@ CASH = "aopic_cash"
 LINK = "aopic_link"
 #: Response meta: the canonical URL of the page this one duplicates.
 DUPLICATE_OF = "aopic_duplicate_of"
+#: Response meta, with :data:`DUPLICATE_OF`: how many SimHash bits the page
+#: differs from the original by (0: the same body or the same words).
+DUPLICATE_DISTANCE = "aopic_duplicate_distance"
 #: Set by a spider to ``False``: keep the response out of duplicate detection.
 DEDUP = "aopic_dedup"
 #: The re-crawl change test's verdict for a response.

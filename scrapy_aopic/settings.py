@@ -186,10 +186,17 @@ define("AOPIC_JOURNAL_SYNC", False, "core", """
 
 # --- hygiene: canonical URLs, near-duplicates, traps, robots ----------------
 
-define("AOPIC_DUPLICATE_FOLLOW_LINKS", False, "hygiene", """
-    Follow the links of a page flagged as a near-duplicate
-    (``response.meta["aopic_duplicate_of"]``). Off by default: its links are
-    the original's.""")
+define("AOPIC_DUPLICATE_FOLLOW_LINKS", "new", "hygiene", """
+    What becomes of the links of a page flagged as a duplicate
+    (``response.meta["aopic_duplicate_of"]``), whose cash went to the
+    original. ``"new"`` (default): if its words differ from the original's
+    (a merge that may be false), links to URLs the frontier does not know
+    yet are kept, as accounts with no cash of their own (lambda and their
+    other in-links fund them), so a false merge loses no page only the
+    flagged page links to; links to known URLs, and every link of a page
+    with the original's body or words, are dropped. ``"none"`` (or
+    ``False``): every link is dropped. ``"all"`` (or ``True``): every link
+    goes to the scheduler as any request does.""")
 # (settings of the hygiene components are declared below this line)
 
 # near-duplicates: SimHash and learned URL patterns (scrapy_aopic.hygiene.simhash,
@@ -206,7 +213,7 @@ define("AOPIC_DUPLICATE_ACTION", "flag", "hygiene", """
     What happens to a duplicate once its cash has gone to the original:
     ``"flag"`` (default) sets ``response.meta["aopic_duplicate_of"]`` to the
     original's canonical URL and passes the response to the spider (its
-    links are not followed unless ``AOPIC_DUPLICATE_FOLLOW_LINKS``);
+    links are handled by ``AOPIC_DUPLICATE_FOLLOW_LINKS``);
     ``"drop"`` raises ``IgnoreRequest``: the spider never sees it.""")
 define("AOPIC_SIMHASH_MODE", "words", "hygiene", """
     Features of the SimHash. ``"words"`` (default): the page's words (runs

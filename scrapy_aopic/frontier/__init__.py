@@ -40,7 +40,7 @@ from .. import signals as aopic_signals
 from ..engine import AopicEngine, RankedPage
 from ..hygiene.canonical import build_canonicalizer
 from ..hygiene.domains import origin_of
-from ..meta import CASH, DUPLICATE_OF, KEY, LEASE, LINK, REGISTERED
+from ..meta import CASH, DUPLICATE_DISTANCE, DUPLICATE_OF, KEY, LEASE, LINK, REGISTERED
 from ..compat import close_spider, keep_cookie_domains_offline
 from ..store.base import STATE_NAMES, FrontierLost, FrontierStore, Lease, Link, StoreStalled, StoreUnavailable
 from ..store.journal import JournaledStore
@@ -72,7 +72,7 @@ _frontiers: weakref.WeakKeyDictionary[Crawler, Frontier] = weakref.WeakKeyDictio
 #: Keys the frontier issues to one request: a spider that copies a
 #: response's meta into a new request (``meta=response.meta``) must not
 #: carry them along.
-ISSUED_META = (LEASE, KEY, REGISTERED, CASH, DUPLICATE_OF)
+ISSUED_META = (LEASE, KEY, REGISTERED, CASH, DUPLICATE_OF, DUPLICATE_DISTANCE)
 #: File in ``JOBDIR`` holding the direct lane between runs.
 LANE_FILE = Path("aopic", "lane.jsonl")
 
@@ -84,6 +84,19 @@ class RevisitSource(Protocol):
     def open(self, store: FrontierStore) -> None: ...
 
     def next_lease(self, store: FrontierStore, ready: Callable[[str], bool]) -> Lease | None: ...
+
+
+def _duplicate_links_mode(value) -> str:
+    """``AOPIC_DUPLICATE_FOLLOW_LINKS`` as one of "new", "none", "all" (the
+    booleans of earlier releases, and their command-line spellings, mean
+    "all" and "none")."""
+    if isinstance(value, bool):
+        return "all" if value else "none"
+    mode = str(value).strip().lower()
+    mode = {"true": "all", "1": "all", "false": "none", "0": "none"}.get(mode, mode)
+    if mode not in ("new", "none", "all"):
+        raise ValueError(f"AOPIC_DUPLICATE_FOLLOW_LINKS must be 'new', 'none' or 'all', got {value!r}")
+    return mode
 
 
 class Frontier:
@@ -122,7 +135,7 @@ class Frontier:
         if not 0.0 <= self.min_share_delayed <= 1.0:
             raise ValueError(
                 f"AOPIC_MIN_CASH_SHARE_DELAYED must be in [0, 1], got {self.min_share_delayed!r}")
-        self.follow_duplicate_links = aopic_settings.get_bool(settings, "AOPIC_DUPLICATE_FOLLOW_LINKS")
+        self.duplicate_links = _duplicate_links_mode(aopic_settings.get(settings, "AOPIC_DUPLICATE_FOLLOW_LINKS"))
         self.lane_share = aopic_settings.get_float(settings, "AOPIC_DIRECT_LANE_SHARE")
         if not 0.0 <= self.lane_share <= 1.0:
             raise ValueError(f"AOPIC_DIRECT_LANE_SHARE must be in [0, 1], got {self.lane_share!r}")
@@ -750,12 +763,8 @@ class Frontier:
             # whatever meta it copied (a retry of a start request).
             meta.pop("is_start_request", None)
         # Set by the duplicate filter during this fetch (hand-out clears it).
-        if response.meta.get(DUPLICATE_OF) and not self.follow_duplicate_links:
-            # A near-duplicate's links are the original's: do not follow them.
-            kept = [r for r in requests if r.meta.get(LINK) is False]
-            if len(kept) < len(requests):
-                self.stats.inc_value("aopic/duplicate_links_dropped", len(requests) - len(kept))
-            return kept
+        if response.meta.get(DUPLICATE_OF) and self.duplicate_links != "all":
+            return self._duplicate_links(requests, response.meta.get(DUPLICATE_DISTANCE, 0))
         if lease is None:
             return requests  # not fetched through this frontier (or settled)
         if not (200 <= response.status < 300):
@@ -843,6 +852,40 @@ class Frontier:
             new_links=new_links,
         )
         return passed
+
+    def _duplicate_links(self, requests: list[Request], distance: int) -> list[Request]:
+        """The links of a page flagged as a duplicate: its cash went to the
+        original, so none is paid here. When its text differs from the
+        original's (``distance`` > 0: a merge that may be false), links to
+        URLs the frontier does not know are passed on as ordinary requests
+        (an account with no cash at enqueue), so a false merge does not lose
+        the pages only this page links to; links to known URLs (the
+        original's) are dropped. A page with the original's body or words
+        (``distance`` 0: a print view, a session-id copy, a calendar's empty
+        months) has the original's links: all are dropped, which also keeps
+        copy traps from growing. A shared store would cost a round trip per
+        link to ask: there every link is passed on and enqueue merges the
+        known ones."""
+        kept: list[Request] = []
+        dropped = passed = 0
+        knows = None if self.shared else self.store.knows
+        canonicalize = self.canonicalize
+        for request in requests:
+            if request.meta.get(LINK) is False:
+                kept.append(request)
+                continue
+            if self.duplicate_links == "new" and distance > 0:
+                key = canonicalize(request.url)
+                if key is not None and (knows is None or not knows(key)):
+                    kept.append(request)
+                    passed += 1
+                    continue
+            dropped += 1
+        if dropped:
+            self.stats.inc_value("aopic/duplicate_links_dropped", dropped)
+        if passed:
+            self.stats.inc_value("aopic/duplicate_links_passed", passed)
+        return kept
 
     def visit_not_modified(self, request: Request, response: Response) -> bool:
         """A re-crawl answered "304 Not Modified": a visit that found the

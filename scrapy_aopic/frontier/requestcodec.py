@@ -39,6 +39,7 @@ TRANSIENT_META = frozenset(
         "aopic_cash",
         "aopic_registered",
         "aopic_duplicate_of",
+        "aopic_duplicate_distance",
         "depth",
         "download_slot",
         "download_latency",

@@ -16,7 +16,7 @@ from scrapy.http import HtmlResponse
 
 from .. import settings as aopic_settings
 from ..frontier import Frontier
-from ..meta import DEDUP, DUPLICATE_OF, KEY
+from ..meta import DEDUP, DUPLICATE_DISTANCE, DUPLICATE_OF, KEY
 from ..hygiene.simhash import FINGERPRINT_MODES, Fingerprinter, Signature, body_checksum
 from ..hygiene.visibletext import tree_text, visible_text
 from ..hygiene.simhash_index import NearDuplicateIndex
@@ -191,7 +191,7 @@ class SimhashDedupMiddleware:
             original = self.urls[original_id]
             if original == key:
                 return response  # the same page again, unchanged (a re-crawl)
-            return self._duplicate(request, response, key, original, "exact")
+            return self._duplicate(request, response, key, original, "exact", 0)
         try:
             text = self._visible_text(response)
         except Exception:  # a decoding or parser bug must not lose the page
@@ -213,7 +213,7 @@ class SimhashDedupMiddleware:
         if match is not None:
             original = self.urls[self.url_of_fingerprint[match[0]]]
             if original != key:
-                return self._duplicate(request, response, key, original, "near")
+                return self._duplicate(request, response, key, original, "near", match[1])
             return response  # the same URL again (a re-crawl): already indexed
         url_id = self._add_original(key, signature)
         self.checksums.setdefault(checksum, url_id)
@@ -266,8 +266,9 @@ class SimhashDedupMiddleware:
             self.url_of_fingerprint.append(url_id)
         return url_id
 
-    def _duplicate(self, request: Request, response: Response, key: str, original: str, kind: str):
+    def _duplicate(self, request: Request, response: Response, key: str, original: str, kind: str, distance: int):
         request.meta[DUPLICATE_OF] = original
+        request.meta[DUPLICATE_DISTANCE] = int(distance)
         self.stats.inc_value(f"aopic/duplicates/{kind}")
         self.frontier.transfer(request, original, None)  # counted above
         logger.debug("aopic: %s is a%s duplicate of %s", key, "n exact" if kind == "exact" else " near", original)

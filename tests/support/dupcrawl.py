@@ -6,11 +6,11 @@ Twisted reactor starts once per process). The site, served on 127.0.0.1:
 * ``/`` links to ``/article/<i>`` (distinct texts) and to each article's
   print version ``/article/<i>?print=1`` and timestamped copy
   ``/copy/<i>/<date>`` (same text, other template, timestamp, ads);
+* ``/revision/<i>``: the article with two words changed;
 * ``/news?ts=<n>`` for n in 0..29: one page under ever new timestamps,
   which should become a learned pattern;
 * every page links to its own ``/trail/<path>`` page, reachable only from
-  it: a duplicate's trail must never be fetched (its links are not
-  followed).
+  it: a duplicate's trail is fetched only if its links are followed.
 """
 
 from __future__ import annotations
@@ -59,7 +59,12 @@ def build_site(seed: int = 5) -> dict[str, str]:
         page(original, f"Article {i}", texts[i], TEMPLATES[0])
         page(f"{original}?print=1", f"Article {i}", texts[i], TEMPLATES[1])
         page(f"/copy/{i}/2024-0{1 + i % 9}-1{i}", f"Article {i}", texts[i], TEMPLATES[2])
-        index_links += [original, f"{original}?print=1", f"/copy/{i}/2024-0{1 + i % 9}-1{i}"]
+        # A revision: two words changed (a near-duplicate whose words differ).
+        words = texts[i].split()
+        for position in (len(words) // 3, 2 * len(words) // 3):
+            words[position] = rng.choice(vocabulary)
+        page(f"/revision/{i}", f"Article {i}", " ".join(words), TEMPLATES[0])
+        index_links += [original, f"{original}?print=1", f"/copy/{i}/2024-0{1 + i % 9}-1{i}", f"/revision/{i}"]
     for n in range(NEWS):
         page(f"/news?ts={n}", "News", texts[ARTICLES], TEMPLATES[n % 3])
         index_links.append(f"/news?ts={n}")
@@ -116,7 +121,11 @@ class DupSpider(Spider):
         yield Request(self.seed_url)
 
     def parse(self, response):
-        yield {"url": response.url, "duplicate_of": response.meta.get("aopic_duplicate_of")}
+        yield {
+            "url": response.url,
+            "duplicate_of": response.meta.get("aopic_duplicate_of"),
+            "distance": response.meta.get("aopic_duplicate_distance"),
+        }
         for href in response.css("a::attr(href)").getall():
             yield response.follow(href)
 

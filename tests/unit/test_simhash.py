@@ -533,11 +533,11 @@ def test_bad_settings_are_rejected():
 # -- a real crawl ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("action", ["flag", "drop"])
-def test_crawl_flags_duplicates_skips_their_links_and_keeps_the_books(tmp_path, action):
+@pytest.mark.parametrize(("action", "follow"), [("flag", "new"), ("flag", "none"), ("drop", "new")])
+def test_crawl_flags_duplicates_handles_their_links_and_keeps_the_books(tmp_path, action, follow):
     out = tmp_path / "report.json"
     settings_path = tmp_path / "settings.json"
-    settings_path.write_text(json.dumps({"AOPIC_DUPLICATE_ACTION": action}))
+    settings_path.write_text(json.dumps({"AOPIC_DUPLICATE_ACTION": action, "AOPIC_DUPLICATE_FOLLOW_LINKS": follow}))
     runner = Path(__file__).parents[1] / "support" / "dupcrawl.py"
     result = subprocess.run(
         [sys.executable, str(runner), str(out), str(settings_path)],
@@ -548,6 +548,7 @@ def test_crawl_flags_duplicates_skips_their_links_and_keeps_the_books(tmp_path, 
     stats, hits, accounts = report["stats"], report["hits"], report["accounts"]
     base = report["base"]
     parsed = {item["url"]: item["duplicate_of"] for item in report["items"]}
+    distance = {item["url"]: item["distance"] for item in report["items"]}
     aliases = {url: a["target"] for url, a in accounts.items() if a["state"] == "alias"}
     # Each article exists as original, print version and dated copy, the
     # news page 30 times: at least 5 copies are fetched and caught before
@@ -563,9 +564,25 @@ def test_crawl_flags_duplicates_skips_their_links_and_keeps_the_books(tmp_path, 
             assert parsed[url] == original  # the spider saw the flag
         else:
             assert url not in parsed  # dropped before the spider
-        # Its links were not followed: its own trail page was never fetched.
+        # Its own trail page is linked from it alone: fetched once if its new
+        # links are followed (a merge of pages whose words differ may be
+        # false: it must lose nothing), never if its text is the original's,
+        # its links are dropped or the spider never saw it.
         trail = "/trail" + url[len(base):].replace("?", "%3F").replace("=", "%3D")
-        assert hits.get(trail, 0) == 0, trail
+        differs = action == "flag" and distance[url] > 0
+        expected = 1 if follow == "new" and differs else 0
+        assert hits.get(trail, 0) == expected, (trail, distance.get(url))
+    differing = [url for url in aliases if action == "flag" and distance[url] > 0]
+    if (action, follow) == ("flag", "new"):
+        # Both kinds happen on this site.
+        assert differing and len(differing) < len(aliases)
+        # The trails were new (and the other templates' menu links); the
+        # links to the articles are known.
+        assert stats["aopic/duplicate_links_passed"] >= len(differing)
+        assert stats["aopic/duplicate_links_dropped"] >= 1
+    elif action == "flag":
+        assert "aopic/duplicate_links_passed" not in stats
+        assert stats["aopic/duplicate_links_dropped"] >= len(aliases)
     assert all(parsed[u] is None for u in parsed if u not in aliases)
     originals = {u for u, a in accounts.items() if a["state"] == "crawled" and "/article/" in u}
     assert len(originals) >= 6  # every distinct article kept once
@@ -626,3 +643,20 @@ def test_boilerplate_site_false_merges_and_small_edit_recall():
     assert false <= 0.002
     for kind in EDITS:
         assert recall[kind] >= 0.94, (kind, recall[kind])
+
+
+@pytest.mark.parametrize(("value", "mode"), [
+    ("new", "new"), ("none", "none"), ("all", "all"), (True, "all"), (False, "none"),
+    ("True", "all"), ("false", "none"), ("0", "none"),
+])  # fmt: skip
+def test_duplicate_follow_links_values(value, mode):
+    from scrapy_aopic.frontier import _duplicate_links_mode
+
+    assert _duplicate_links_mode(value) == mode
+
+
+def test_duplicate_follow_links_rejects_other_values():
+    from scrapy_aopic.frontier import _duplicate_links_mode
+
+    with pytest.raises(ValueError, match="AOPIC_DUPLICATE_FOLLOW_LINKS"):
+        _duplicate_links_mode("some")
