@@ -27,6 +27,7 @@ key, like a pending key, does not change when lambda pays out) and
 from __future__ import annotations
 
 import heapq
+import sys
 from collections.abc import Callable, Iterable, Iterator
 
 from .base import (
@@ -217,8 +218,10 @@ class MemoryStore(FrontierStore):
         heapq.heapify(self._host_heap)
 
     def _new_account(self, link: Link, cash: float) -> _Account:
+        # One string per host, not one per URL (a host name parsed from
+        # each link is a new string: about 70 bytes per pending URL).
         acc = _Account(
-            cash, self._dividend, link.depth, self._next_seq, link.host, link.request, link.url
+            cash, self._dividend, link.depth, self._next_seq, sys.intern(link.host), link.request, link.url
         )
         self._next_seq += 1
         self._accounts[link.url] = acc
