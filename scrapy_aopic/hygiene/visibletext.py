@@ -50,8 +50,23 @@ _BOILERPLATE_WORDS = frozenset(
     subscribe popup modal toolbar skip pagination pager widget widgets
     copyright legal""".split()
 )
-#: Containers of the whole page or of its main content, whatever their class.
-_NEVER_BOILERPLATE = frozenset({"html", "body", "main", "article"})
+#: Containers of the whole page or of its main content, and headings (a
+#: heading titles content: ``h3 class="code-header"`` is rustdoc's method
+#: signature, ``h2 class="section-header"`` a section's title), whatever
+#: their class, id or role.
+#: Phrasing elements are not regions either: ``span class="comment"`` is a
+#: code comment in Doxygen's and rustdoc's highlighted listings.
+_NEVER_BOILERPLATE = frozenset(
+    """html body main article h1 h2 h3 h4 h5 h6 span code em strong b i small sup sub mark
+    kbd samp var tt font abbr cite q time""".split()
+)
+#: The header and footer of a piece of content, not of the site, inside
+#: these (HTML-AAM maps ``header`` to the banner role only outside them):
+#: Javadoc's ``<main><div class="header"><h1>Class Assert``.
+_SECTIONING = ("main", "article", "section")
+#: The page's main landmark: neither it nor an element holding it is boilerplate.
+_MAIN_LANDMARKS = etree.XPath("//main | //*[@role='main']")
+_SECTION_PARTS = ("header", "footer")
 _CLASS_TOKEN = re.compile(r"[\s_-]+")
 #: Elements that end a line of text.
 _BLOCKS = (
@@ -183,10 +198,13 @@ def _stylesheet(boilerplate: bool) -> etree.XSLT:
     # ($total) is the page, whatever its tag: it is kept.
     keep_main = ""
     if boilerplate:
+        sectioned = " or ".join([f"ancestor::{tag}" for tag in _SECTIONING] + ["ancestor::*[@role='main']"])
+        parts = "|".join(f"{tag}[{sectioned}]" for tag in _SECTION_PARTS)
         keep_main = f"""
       <xsl:template match="{"|".join(_BOILERPLATE_TAGS)}" priority="3">
-        <xsl:if test="string-length(.) * 2 > $total"><xsl:apply-templates/></xsl:if>
-      </xsl:template>"""
+        <xsl:if test="string-length(.) * 2 > $total or .//main or .//*[@role='main']"><xsl:apply-templates/></xsl:if>
+      </xsl:template>
+      <xsl:template match="{parts}" priority="4"><xsl:apply-templates/></xsl:template>"""
     source = f"""<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">
       <xsl:output method="text" encoding="utf-8"/>
       <xsl:variable name="total" select="string-length(/)"/>
@@ -219,6 +237,8 @@ def _walk_text(root, boilerplate: bool) -> str:
     and in C between the elements it returns."""
     # The page's characters: an element holding more than half is kept.
     total = int(_STRING_LENGTH(root.getroottree())) if boilerplate else 0
+    # Wrappers of the main landmark (a theme's "wy-nav-content") are kept.
+    holders = {ancestor for main in _MAIN_LANDMARKS(root) for ancestor in main.iterancestors()} if boilerplate else set()
     pieces: list[str] = []
     append = pieces.append
     walker = etree.iterwalk(root, events=("start", "end", "comment", "pi"))
@@ -226,7 +246,7 @@ def _walk_text(root, boilerplate: bool) -> str:
     free_parents: dict = {}  # container -> has text of its own (see _lone_link)
     for event, element in walker:
         if event == "start":
-            if _skipped(element, boilerplate, free_parents, total):
+            if _skipped(element, boilerplate, free_parents, total, holders):
                 walker.skip_subtree()  # the next event is this element's end
                 just_skipped = True
             elif element.text:
@@ -242,7 +262,7 @@ def _walk_text(root, boilerplate: bool) -> str:
     return "".join(pieces)
 
 
-def _skipped(element, boilerplate: bool, free_parents: dict, total: int) -> bool:
+def _skipped(element, boilerplate: bool, free_parents: dict, total: int, holders: set = frozenset()) -> bool:
     tag = element.tag
     if tag in _INVISIBLE_TAGS:
         return True
@@ -251,6 +271,8 @@ def _skipped(element, boilerplate: bool, free_parents: dict, total: int) -> bool
     if tag == "a":
         return _lone_link(element, free_parents)
     if not _judged_boilerplate(element, tag):
+        return False
+    if element in holders or _section_part(element, tag):
         return False
     # Never the element that holds most of the page (see the module).
     return _STRING_LENGTH(element) * 2 <= total
@@ -268,6 +290,26 @@ def _judged_boilerplate(element, tag: str) -> bool:
         return True
     value = element.get("role")
     return bool(value) and _boilerplate_role(value)
+
+
+def _section_part(element, tag: str) -> bool:
+    """Whether ``element`` is the header or footer of a piece of content
+    (:data:`_SECTIONING`), judged boilerplate only for that: it is kept."""
+    if tag in _SECTION_PARTS:
+        pass
+    elif tag in _BOILERPLATE_TAG_SET or element.get("role"):
+        return False
+    else:
+        words = set()
+        for name in ("class", "id"):
+            value = element.get(name)
+            if value:
+                words.update(token for token in _CLASS_TOKEN.split(value.lower()) if token in _BOILERPLATE_WORDS)
+        if not words or not words <= set(_SECTION_PARTS):
+            return False
+    return any(
+        ancestor.tag in _SECTIONING or ancestor.get("role") == "main" for ancestor in element.iterancestors()
+    )
 
 
 def _lone_link(link, free_parents: dict) -> bool:
