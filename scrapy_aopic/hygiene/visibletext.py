@@ -41,14 +41,15 @@ _BOILERPLATE_TAGS = ("nav", "header", "footer", "aside", "form", "menu", "dialog
 _BOILERPLATE_ROLES = frozenset(
     {"navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar", "dialog", "alert"}
 )
-#: Words that, as a whole token of a class or id, mark template regions and ads.
+#: Words that, as a whole token of a class or id, mark template regions and ads
+#: (``navheader``, ``navfooter``: the DocBook stylesheets' page navigation).
 _BOILERPLATE_WORDS = frozenset(
     """nav navbar navigation menu menubar topbar header masthead banner footer
     sidebar side-bar aside breadcrumb breadcrumbs crumbs ad ads advert adverts
     advertisement advertising sponsor sponsored promo promotion cookie cookies
     consent share sharing social related comments comment disqus newsletter
     subscribe popup modal toolbar skip pagination pager widget widgets
-    copyright legal""".split()
+    copyright legal navheader navfooter""".split()
 )
 #: Containers of the whole page or of its main content, and headings (a
 #: heading titles content: ``h3 class="code-header"`` is rustdoc's method
@@ -68,7 +69,7 @@ _SECTIONING = ("main", "article", "section")
 _MAIN_LANDMARKS = etree.XPath("//main | //*[@role='main']")
 _SECTION_PARTS = ("header", "footer")
 _CLASS_TOKEN = re.compile(r"[\s_-]+")
-#: Elements that end a line of text.
+#: Elements that start and end a line of text.
 _BLOCKS = (
     "p", "div", "br", "li", "td", "th", "tr", "h1", "h2", "h3", "h4", "h5", "h6",
     "section", "article", "main", "blockquote", "pre", "table", "ul", "ol", "dl",
@@ -186,12 +187,13 @@ def _stylesheet(boilerplate: bool) -> etree.XSLT:
         blocks = "|".join(tag for tag in _BLOCKS if tag not in _LINK_CONTAINERS)
         link_templates = f"""
       <xsl:template match="{containers}">
+        <xsl:text>&#10;</xsl:text>
         <xsl:apply-templates><xsl:with-param name="lone" select="a and not(text()[{free}])"/></xsl:apply-templates>
         <xsl:text>&#10;</xsl:text>
       </xsl:template>
       <xsl:template match="a">
         <xsl:param name="lone" select="false()"/>
-        <xsl:if test="not($lone)"><xsl:apply-templates/></xsl:if>
+        <xsl:if test="not($lone) or ancestor::main or ancestor::*[@role='main']"><xsl:apply-templates/></xsl:if>
       </xsl:template>
       <xsl:template match="*"><xsl:apply-templates/></xsl:template>"""
     # A template element holding more than half the page's characters
@@ -209,7 +211,7 @@ def _stylesheet(boilerplate: bool) -> etree.XSLT:
       <xsl:output method="text" encoding="utf-8"/>
       <xsl:variable name="total" select="string-length(/)"/>
       <xsl:template match="{"|".join(skipped)}" priority="2"/>{keep_main}
-      <xsl:template match="{blocks}"><xsl:apply-templates/><xsl:text>&#10;</xsl:text></xsl:template>{link_templates}
+      <xsl:template match="{blocks}"><xsl:text>&#10;</xsl:text><xsl:apply-templates/><xsl:text>&#10;</xsl:text></xsl:template>{link_templates}
     </xsl:stylesheet>"""
     return etree.XSLT(etree.XML(source), access_control=etree.XSLTAccessControl.DENY_ALL)
 
@@ -238,7 +240,8 @@ def _walk_text(root, boilerplate: bool) -> str:
     # The page's characters: an element holding more than half is kept.
     total = int(_STRING_LENGTH(root.getroottree())) if boilerplate else 0
     # Wrappers of the main landmark (a theme's "wy-nav-content") are kept.
-    holders = {ancestor for main in _MAIN_LANDMARKS(root) for ancestor in main.iterancestors()} if boilerplate else set()
+    mains = set(_MAIN_LANDMARKS(root)) if boilerplate else set()
+    holders = {ancestor for main in mains for ancestor in main.iterancestors()}
     pieces: list[str] = []
     append = pieces.append
     walker = etree.iterwalk(root, events=("start", "end", "comment", "pi"))
@@ -246,10 +249,13 @@ def _walk_text(root, boilerplate: bool) -> str:
     free_parents: dict = {}  # container -> has text of its own (see _lone_link)
     for event, element in walker:
         if event == "start":
-            if _skipped(element, boilerplate, free_parents, total, holders):
+            if _skipped(element, boilerplate, free_parents, total, holders, mains):
                 walker.skip_subtree()  # the next event is this element's end
                 just_skipped = True
-            elif element.text:
+                continue
+            if element.tag in _BLOCK_TAGS:
+                append("\n")  # a block starts a line: "source<h3>impl" is two words
+            if element.text:
                 append(element.text)
             continue
         if event == "end":
@@ -262,14 +268,20 @@ def _walk_text(root, boilerplate: bool) -> str:
     return "".join(pieces)
 
 
-def _skipped(element, boilerplate: bool, free_parents: dict, total: int, holders: set = frozenset()) -> bool:
+def _skipped(
+    element, boilerplate: bool, free_parents: dict, total: int, holders: set = frozenset(), mains: set = frozenset()
+) -> bool:
     tag = element.tag
     if tag in _INVISIBLE_TAGS:
         return True
     if not boilerplate or tag in _NEVER_BOILERPLATE:
         return False
     if tag == "a":
-        return _lone_link(element, free_parents)
+        # The page's own main landmark holds content, its lists of links too
+        # (a table of contents, a list of members): lone only outside it.
+        return _lone_link(element, free_parents) and not (
+            mains and any(ancestor in mains for ancestor in element.iterancestors())
+        )
     if not _judged_boilerplate(element, tag):
         return False
     if element in holders or _section_part(element, tag):
