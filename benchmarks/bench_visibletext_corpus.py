@@ -210,6 +210,8 @@ class Result:
     pages: int = 0
     no_main: int = 0
     kept: list[float] = field(default_factory=list)
+    words: int = 0  #: words of the text pages' main content
+    words_kept: int = 0  #: ... kept in their visible text
     comparable: int = 0  #: text pages whose main content is long enough to compare
     too_short: int = 0  #: ... of those, called too short
     too_short_any: int = 0  #: pages called too short, all
@@ -252,6 +254,8 @@ def measure(generator: Generator, sample: list[tuple[str, Path]], fingerprinter:
         result.comparable += 1
         result.too_short += too_short
         result.kept.append(kept)
+        result.words += total
+        result.words_kept += round(kept * total)
         result.worst.append((kept, str(path)))
     result.worst.sort()
     return result
@@ -273,7 +277,7 @@ def main(argv=None) -> int:
     fingerprinter = Fingerprinter()
     print(f"visible text vs main content, {args.pages} pages per generator at most, "
           f"too short = < {MIN_CHARS} word characters (AOPIC_SIMHASH_MIN_CHARS)")
-    header = (f"{'generator':<22} {'pages':>5} {'text':>5} {'median':>7} {'p5':>6} {'<90%':>5} "
+    header = (f"{'generator':<22} {'pages':>5} {'text':>5} {'median':>7} {'p5':>6} {'words':>6} {'<90%':>5} "
               f"{'short':>6} | {'links':>5} {'median':>7} {'short':>6} | {'all short':>9}  packages (pages)")
     rows, missed = [], []
     for generator in GENERATORS:
@@ -300,7 +304,8 @@ def main(argv=None) -> int:
         link_short = result.link_too_short / result.link_pages if result.link_pages else 0.0
         rows.append(
             f"{generator.name:<22} {result.pages:>5} {result.comparable:>5} {statistics.median(kept):>7.1%} "
-            f"{percentile(kept, KEEP_PERCENTILE):>6.1%} {low:>5} {too_short_share:>6.1%} | "
+            f"{percentile(kept, KEEP_PERCENTILE):>6.1%} {result.words_kept / max(result.words, 1):>6.1%} {low:>5} "
+            f"{too_short_share:>6.1%} | "
             f"{result.link_pages:>5} {statistics.median(result.link_kept or [0.0]):>7.1%} {link_short:>6.1%} | "
             f"{result.too_short_any / result.pages:>9.1%}  {packages}"
         )
@@ -313,7 +318,7 @@ def main(argv=None) -> int:
     print(header)
     print("\n".join(rows))
     print(f"pages: sampled; text: pages whose main content has >= {MIN_CHARS} word characters, mostly not link text; "
-          "median, p5: share of their main content's words kept in the visible text; <90%: text pages keeping less; "
+          "median, p5: share of their main content's words kept in the visible text; words: all their words together; <90%: text pages keeping less; "
           "short: share called too short to compare; links: pages whose main content is mostly link text "
           "(contents, indexes), median kept and share too short; all short: share of all sampled pages too short")
     if missed:

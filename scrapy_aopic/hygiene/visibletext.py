@@ -247,12 +247,15 @@ def _walk_text(root, boilerplate: bool) -> str:
     walker = etree.iterwalk(root, events=("start", "end", "comment", "pi"))
     just_skipped = False
     free_parents: dict = {}  # container -> has text of its own (see _lone_link)
+    in_main = 0  # depth of main landmarks around the element
     for event, element in walker:
         if event == "start":
-            if _skipped(element, boilerplate, free_parents, total, holders, mains):
+            if _skipped(element, boilerplate, free_parents, total, holders, in_main):
                 walker.skip_subtree()  # the next event is this element's end
                 just_skipped = True
                 continue
+            if element in mains:
+                in_main += 1
             if element.tag in _BLOCK_TAGS:
                 append("\n")  # a block starts a line: "source<h3>impl" is two words
             if element.text:
@@ -261,15 +264,18 @@ def _walk_text(root, boilerplate: bool) -> str:
         if event == "end":
             if just_skipped:
                 just_skipped = False
-            elif element.tag in _BLOCK_TAGS:
-                append("\n")
+            else:
+                if element.tag in _BLOCK_TAGS:
+                    append("\n")
+                if element in mains:
+                    in_main -= 1
         if element.tail:  # also of comments and processing instructions
             append(element.tail)
     return "".join(pieces)
 
 
 def _skipped(
-    element, boilerplate: bool, free_parents: dict, total: int, holders: set = frozenset(), mains: set = frozenset()
+    element, boilerplate: bool, free_parents: dict, total: int, holders: set = frozenset(), in_main: int = 0
 ) -> bool:
     tag = element.tag
     if tag in _INVISIBLE_TAGS:
@@ -279,9 +285,7 @@ def _skipped(
     if tag == "a":
         # The page's own main landmark holds content, its lists of links too
         # (a table of contents, a list of members): lone only outside it.
-        return _lone_link(element, free_parents) and not (
-            mains and any(ancestor in mains for ancestor in element.iterancestors())
-        )
+        return not in_main and _lone_link(element, free_parents)
     if not _judged_boilerplate(element, tag):
         return False
     if element in holders or _section_part(element, tag):
