@@ -41,19 +41,35 @@ _BOILERPLATE_TAGS = ("nav", "header", "footer", "aside", "form", "menu", "dialog
 _BOILERPLATE_ROLES = frozenset(
     {"navigation", "banner", "contentinfo", "complementary", "search", "menu", "menubar", "dialog", "alert"}
 )
-#: Words that, as a whole token of a class or id, mark template regions and ads.
+#: Words that, as a whole token of a class or id, mark template regions and ads
+#: (``navheader``, ``navfooter``: the DocBook stylesheets' page navigation).
 _BOILERPLATE_WORDS = frozenset(
     """nav navbar navigation menu menubar topbar header masthead banner footer
     sidebar side-bar aside breadcrumb breadcrumbs crumbs ad ads advert adverts
     advertisement advertising sponsor sponsored promo promotion cookie cookies
     consent share sharing social related comments comment disqus newsletter
     subscribe popup modal toolbar skip pagination pager widget widgets
-    copyright legal""".split()
+    copyright legal navheader navfooter""".split()
 )
-#: Containers of the whole page or of its main content, whatever their class.
-_NEVER_BOILERPLATE = frozenset({"html", "body", "main", "article"})
+#: Containers of the whole page or of its main content, and headings (a
+#: heading titles content: ``h3 class="code-header"`` is rustdoc's method
+#: signature, ``h2 class="section-header"`` a section's title), whatever
+#: their class, id or role.
+#: Phrasing elements are not regions either: ``span class="comment"`` is a
+#: code comment in Doxygen's and rustdoc's highlighted listings.
+_NEVER_BOILERPLATE = frozenset(
+    """html body main article h1 h2 h3 h4 h5 h6 span code em strong b i small sup sub mark
+    kbd samp var tt font abbr cite q time""".split()
+)
+#: The header and footer of a piece of content, not of the site, inside
+#: these (HTML-AAM maps ``header`` to the banner role only outside them):
+#: Javadoc's ``<main><div class="header"><h1>Class Assert``.
+_SECTIONING = ("main", "article", "section")
+#: The page's main landmark: neither it nor an element holding it is boilerplate.
+_MAIN_LANDMARKS = etree.XPath("//main | //*[@role='main']")
+_SECTION_PARTS = ("header", "footer")
 _CLASS_TOKEN = re.compile(r"[\s_-]+")
-#: Elements that end a line of text.
+#: Elements that start and end a line of text.
 _BLOCKS = (
     "p", "div", "br", "li", "td", "th", "tr", "h1", "h2", "h3", "h4", "h5", "h6",
     "section", "article", "main", "blockquote", "pre", "table", "ul", "ol", "dl",
@@ -171,27 +187,31 @@ def _stylesheet(boilerplate: bool) -> etree.XSLT:
         blocks = "|".join(tag for tag in _BLOCKS if tag not in _LINK_CONTAINERS)
         link_templates = f"""
       <xsl:template match="{containers}">
+        <xsl:text>&#10;</xsl:text>
         <xsl:apply-templates><xsl:with-param name="lone" select="a and not(text()[{free}])"/></xsl:apply-templates>
         <xsl:text>&#10;</xsl:text>
       </xsl:template>
       <xsl:template match="a">
         <xsl:param name="lone" select="false()"/>
-        <xsl:if test="not($lone)"><xsl:apply-templates/></xsl:if>
+        <xsl:if test="not($lone) or ancestor::main or ancestor::*[@role='main']"><xsl:apply-templates/></xsl:if>
       </xsl:template>
       <xsl:template match="*"><xsl:apply-templates/></xsl:template>"""
     # A template element holding more than half the page's characters
     # ($total) is the page, whatever its tag: it is kept.
     keep_main = ""
     if boilerplate:
+        sectioned = " or ".join([f"ancestor::{tag}" for tag in _SECTIONING] + ["ancestor::*[@role='main']"])
+        parts = "|".join(f"{tag}[{sectioned}]" for tag in _SECTION_PARTS)
         keep_main = f"""
       <xsl:template match="{"|".join(_BOILERPLATE_TAGS)}" priority="3">
-        <xsl:if test="string-length(.) * 2 > $total"><xsl:apply-templates/></xsl:if>
-      </xsl:template>"""
+        <xsl:if test="string-length(.) * 2 > $total or .//main or .//*[@role='main']"><xsl:apply-templates/></xsl:if>
+      </xsl:template>
+      <xsl:template match="{parts}" priority="4"><xsl:apply-templates/></xsl:template>"""
     source = f"""<xsl:stylesheet version="1.0" xmlns:xsl="http://www.w3.org/1999/XSL/Transform">
       <xsl:output method="text" encoding="utf-8"/>
       <xsl:variable name="total" select="string-length(/)"/>
       <xsl:template match="{"|".join(skipped)}" priority="2"/>{keep_main}
-      <xsl:template match="{blocks}"><xsl:apply-templates/><xsl:text>&#10;</xsl:text></xsl:template>{link_templates}
+      <xsl:template match="{blocks}"><xsl:text>&#10;</xsl:text><xsl:apply-templates/><xsl:text>&#10;</xsl:text></xsl:template>{link_templates}
     </xsl:stylesheet>"""
     return etree.XSLT(etree.XML(source), access_control=etree.XSLTAccessControl.DENY_ALL)
 
@@ -219,38 +239,56 @@ def _walk_text(root, boilerplate: bool) -> str:
     and in C between the elements it returns."""
     # The page's characters: an element holding more than half is kept.
     total = int(_STRING_LENGTH(root.getroottree())) if boilerplate else 0
+    # Wrappers of the main landmark (a theme's "wy-nav-content") are kept.
+    mains = set(_MAIN_LANDMARKS(root)) if boilerplate else set()
+    holders = {ancestor for main in mains for ancestor in main.iterancestors()}
     pieces: list[str] = []
     append = pieces.append
     walker = etree.iterwalk(root, events=("start", "end", "comment", "pi"))
     just_skipped = False
     free_parents: dict = {}  # container -> has text of its own (see _lone_link)
+    in_main = 0  # depth of main landmarks around the element
     for event, element in walker:
         if event == "start":
-            if _skipped(element, boilerplate, free_parents, total):
+            if _skipped(element, boilerplate, free_parents, total, holders, in_main):
                 walker.skip_subtree()  # the next event is this element's end
                 just_skipped = True
-            elif element.text:
+                continue
+            if element in mains:
+                in_main += 1
+            if element.tag in _BLOCK_TAGS:
+                append("\n")  # a block starts a line: "source<h3>impl" is two words
+            if element.text:
                 append(element.text)
             continue
         if event == "end":
             if just_skipped:
                 just_skipped = False
-            elif element.tag in _BLOCK_TAGS:
-                append("\n")
+            else:
+                if element.tag in _BLOCK_TAGS:
+                    append("\n")
+                if element in mains:
+                    in_main -= 1
         if element.tail:  # also of comments and processing instructions
             append(element.tail)
     return "".join(pieces)
 
 
-def _skipped(element, boilerplate: bool, free_parents: dict, total: int) -> bool:
+def _skipped(
+    element, boilerplate: bool, free_parents: dict, total: int, holders: set = frozenset(), in_main: int = 0
+) -> bool:
     tag = element.tag
     if tag in _INVISIBLE_TAGS:
         return True
     if not boilerplate or tag in _NEVER_BOILERPLATE:
         return False
     if tag == "a":
-        return _lone_link(element, free_parents)
+        # The page's own main landmark holds content, its lists of links too
+        # (a table of contents, a list of members): lone only outside it.
+        return not in_main and _lone_link(element, free_parents)
     if not _judged_boilerplate(element, tag):
+        return False
+    if element in holders or _section_part(element, tag):
         return False
     # Never the element that holds most of the page (see the module).
     return _STRING_LENGTH(element) * 2 <= total
@@ -268,6 +306,26 @@ def _judged_boilerplate(element, tag: str) -> bool:
         return True
     value = element.get("role")
     return bool(value) and _boilerplate_role(value)
+
+
+def _section_part(element, tag: str) -> bool:
+    """Whether ``element`` is the header or footer of a piece of content
+    (:data:`_SECTIONING`), judged boilerplate only for that: it is kept."""
+    if tag in _SECTION_PARTS:
+        pass
+    elif tag in _BOILERPLATE_TAG_SET or element.get("role"):
+        return False
+    else:
+        words = set()
+        for name in ("class", "id"):
+            value = element.get(name)
+            if value:
+                words.update(token for token in _CLASS_TOKEN.split(value.lower()) if token in _BOILERPLATE_WORDS)
+        if not words or not words <= set(_SECTION_PARTS):
+            return False
+    return any(
+        ancestor.tag in _SECTIONING or ancestor.get("role") == "main" for ancestor in element.iterancestors()
+    )
 
 
 def _lone_link(link, free_parents: dict) -> bool:

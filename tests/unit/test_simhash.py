@@ -127,8 +127,8 @@ def test_visible_text_drops_scripts_styles_and_boilerplate():
     <div class="sidebar">Sidebar words</div><div id="cookie-banner">We use cookies</div>
     <main><p>First paragraph</p><p>second <b>bold</b> one</p>
     <div class="ad">Buy now</div><script>var hidden = "script text";</script>
-    <ul><li><a href="/a">Link one</a></li><li><a href="/b">Link two</a></li></ul>
     <p>See <a href="/c">this</a> too</p></main>
+    <ul><li><a href="/a">Link one</a></li><li><a href="/b">Link two</a></li></ul>
     <footer>Copyright</footer><!-- a comment --></body></html>"""
     text = visible_text(html)
     words = text.split()
