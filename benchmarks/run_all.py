@@ -31,6 +31,8 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "memory": ("bench_memory.py", [], ["--pages", "8000", "--out", QUICK_OUT]),
     "traps": ("bench_traps.py", [], ["--budget", "800", "--articles", "1000"]),
     "simhash": ("bench_simhash.py", [], ["--quick"]),
+    "corpus": ("bench_visibletext_corpus.py", [], ["--pages", "40"]),
+    "pending-memory": ("bench_pending_memory.py", ["--urls", "1000000"], ["--urls", "100000"]),
     "ordering": ("bench_ordering.py", [], ["--quick"]),
     "redis": ("bench_redis.py", [], ["--runs", "1"]),
     "recrawl": ("bench_recrawl.py", [], ["--no-sweep", "--no-sensitivity"]),
