@@ -1,4 +1,4 @@
-"""Recall and precision on the bench_simhash quality corpus (pythonbible KJV+ASV) at confirmation thresholds 0.4 / 0.5 / 0.6 (issue 16).
+"""Recall and precision on the bench_simhash quality corpus (pythonbible KJV+ASV) at confirmation thresholds 0.4 / 0.5 / 0.55 / 0.6 (issue 16).
 
 Run from the repository root: .venv/bin/python benchmarks/confirm_threshold.py
 """
@@ -19,5 +19,5 @@ def sig(h):
     if id(h) not in cache:
         s = f.signature(visible_text(h)); cache[id(h)] = (s.fingerprint, s.sketch)
     return cache[id(h)]
-for m in (0.4, 0.5, 0.6):
+for m in (0.4, 0.5, 0.55, 0.6):
     print(m, b.stream_quality(pages, sig, same, k=3, min_similarity=m))

@@ -225,16 +225,18 @@ define("AOPIC_SIMHASH_MODE", "words", "hygiene", """
     hash, bit-for-bit ``simhash.Simhash(text).value``. Fingerprints of
     different modes are unrelated: an index saved in ``JOBDIR`` is discarded
     when the mode changes.""")
-define("AOPIC_SIMHASH_CONFIRM", 0.5, "hygiene", """
+define("AOPIC_SIMHASH_CONFIRM", 0.55, "hygiene", """
     A page within ``AOPIC_SIMHASH_DISTANCE`` of an original is a
     near-duplicate only if a 64-byte MinHash sketch of their consecutive
     word pairs estimates a Jaccard similarity of at least this much: at
     ``k = 3`` unrelated pages in one language sometimes share a SimHash
     neighbourhood, copies keep most word pairs. 0 = SimHash alone
-    decides. 0.5 since issue 16: at 0.4 a boilerplate-heavy generated site
-    (short articles sharing a 50-word editors' box) had 5.3 % false merges,
-    at 0.5 none, small-edit recall unchanged
-    (``benchmarks/boilerplate_site.py``).""")
+    decides. 0.55 since issue 16: on a boilerplate-heavy generated site of
+    3,000 short articles sharing a 50-word editors' box, 0.4 merged 9.9 %
+    of the pages falsely, 0.5 0.37 %, 0.55 none, with small-edit recall
+    unchanged (``benchmarks/boilerplate_site.py``) and recall on the
+    version corpus 0.952 at 0.5, 0.954 at 0.55
+    (``benchmarks/confirm_threshold.py``).""")
 define("AOPIC_SIMHASH_MAX_LENGTH_RATIO", 1.4, "hygiene", """
     A page within ``AOPIC_SIMHASH_DISTANCE`` of an original is a
     near-duplicate only if neither has more than this many times the

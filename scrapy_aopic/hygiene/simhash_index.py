@@ -293,7 +293,7 @@ class NearDuplicateIndex:
         never refused by it. Costs 4 bytes per original.
     """
 
-    def __init__(self, k: int = 3, min_similarity: float = 0.5, max_length_ratio: float = 1.4, **index_options):
+    def __init__(self, k: int = 3, min_similarity: float = 0.55, max_length_ratio: float = 1.4, **index_options):
         from .simhash import SKETCH_BINS
 
         self.index = SimhashIndex(k=k, **index_options)
