@@ -24,7 +24,7 @@ import numpy as np
 from ..engine import AopicEngine
 from ..store.base import Link
 from ..store.memory import MemoryStore
-from .graph import Graph
+from .graph import TRAP, Graph
 from .pagerank import pagerank_csr
 
 
@@ -331,6 +331,12 @@ class EnginePolicy(Policy):
         (``AOPIC_LINK_MEMORY``, on by default as in a crawl); variants with it
         off are named ``... no-link-memory``.
     :param max_revisits: virtual revisits per fetch at most.
+
+    On graphs with trap labels it also measures where lambda's cash goes:
+    :attr:`lambda_log` holds ``(fetches, paid, paid_to_traps)`` (running
+    totals) after each lambda visit, ``paid_to_traps`` being what the trap
+    pages lambda paid at that visit received (O(1) per visit with
+    ``"pending"`` and ``"all"``, O(pending trap pages) with ``"pending-cash"``).
     """
 
     family = "aopic"
@@ -380,8 +386,46 @@ class EnginePolicy(Policy):
         self.host = graph.host.tolist()
         self.host_names = graph.host_names
         self.lease = None
+        self.lambda_log: list[tuple[int, float, float]] = []
+        self._paid = self._paid_to_traps = 0.0
+        labels = graph.labels
+        self._trap = None if labels is None or not (labels == TRAP).any() else (labels == TRAP).tolist()
+        self._trap_pending: set[str] = set()
+        self._trap_known = 0
+        if self._trap is not None:
+            # The engine calls store.visit_lambda: measure each payout there.
+            self.store.visit_lambda = self._visit_lambda_measured
         for s in seeds:
             self.engine.add_seed(Link(str(s), self.host_names[self.host[s]], 0))
+            self._seen(s)
+
+    def _seen(self, node: int) -> None:
+        if self._trap is not None and self._trap[node]:
+            self._trap_pending.add(str(node))
+            self._trap_known += 1
+
+    def _trap_weight(self) -> float:
+        """Share of the next lambda payout that trap pages will receive."""
+        store, t = self.store, self.store.totals()
+        if self.lambda_targets == "pending":
+            return len(self._trap_pending) / t.pending if t.pending else 0.0
+        if self.lambda_targets == "all":
+            targets = t.pending + t.leased + store._crawled
+            return self._trap_known / targets if targets else 0.0
+        held = store._pending_norm * store._dividend
+        if held <= 0:
+            return 0.0
+        accounts, effective = store._accounts, store._effective_cash
+        return sum(effective(accounts[u]) for u in self._trap_pending) / held
+
+    def _visit_lambda_measured(self) -> float:
+        share = self._trap_weight()
+        paid = MemoryStore.visit_lambda(self.store)
+        if paid:
+            self._paid += paid
+            self._paid_to_traps += paid * share
+            self.lambda_log.append((self.now, self._paid, self._paid_to_traps))
+        return paid
 
     def _clock(self) -> float:
         return float(self.now)
@@ -400,6 +444,10 @@ class EnginePolicy(Policy):
         self.now += 1
         self.engine.visit(lease, [Link(str(v), host_names[host[v]], depth) for v in links])
         self.lease = None
+        if self._trap is not None:
+            self._trap_pending.discard(lease.url)
+            for v in new:
+                self._seen(v)
 
     def estimate(self):
         ranking = self.engine.ranking()
