@@ -16,14 +16,15 @@ with a virtual clock that counts fetches.
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from collections import deque
 
 import numpy as np
 
 from ..engine import AopicEngine
-from ..store.base import Link
-from ..store.memory import MemoryStore
+from ..store.base import PENDING, Link
+from ..store.memory import MemoryStore, exact_add
 from .graph import TRAP, Graph
 from .pagerank import pagerank_csr
 
@@ -317,6 +318,34 @@ class LargerSiteFirst(Policy):
         self._add(new)
 
 
+class _TrapWatchStore(MemoryStore):
+    """``"pending-cash"`` store that also keeps the pending sum of the trap
+    pages (``trap[int(url)]``), so that the trap share of a lambda payout
+    is O(1) to read (:class:`EnginePolicy` measures it at each payout)."""
+
+    def __init__(self, lambda_targets: str, trap: list[bool]):
+        self.trap = trap
+        self.trap_partials: list[float] = []
+        super().__init__(lambda_targets)
+
+    def _add_norm(self, value, acc):
+        super()._add_norm(value, acc)
+        if self.trap[int(acc.url)]:
+            exact_add(self.trap_partials, value)
+
+    @property
+    def trap_norm(self) -> float:
+        return math.fsum(self.trap_partials)
+
+    def _recount_norm(self):
+        super()._recount_norm()
+        self.trap_partials = [math.fsum(
+            acc.cash / acc.mark
+            for acc in self._accounts.values()
+            if acc.state == PENDING and self.trap[int(acc.url)]
+        )]
+
+
 class EnginePolicy(Policy):
     """OPIC / AOPIC: :class:`~scrapy_aopic.engine.AopicEngine` itself.
 
@@ -336,7 +365,8 @@ class EnginePolicy(Policy):
     :attr:`lambda_log` holds ``(fetches, paid, paid_to_traps)`` (running
     totals) after each lambda visit, ``paid_to_traps`` being what the trap
     pages lambda paid at that visit received (O(1) per visit with
-    ``"pending"`` and ``"all"``, O(pending trap pages) with ``"pending-cash"``).
+    ``"pending"`` and ``"all"``; with ``"pending-cash"`` through a store that
+    keeps the trap pages' pending sum).
     """
 
     family = "aopic"
@@ -374,7 +404,12 @@ class EnginePolicy(Policy):
         if window is not None and window < 1:
             window = max(1.0, window * graph.n)
         self.now = 0
-        self.store = MemoryStore(self.lambda_targets)
+        labels = graph.labels
+        self._trap = None if labels is None or not (labels == TRAP).any() else (labels == TRAP).tolist()
+        if self._trap is not None and self.lambda_targets == "pending-cash":
+            self.store = _TrapWatchStore(self.lambda_targets, self._trap)
+        else:
+            self.store = MemoryStore(self.lambda_targets)
         self.engine = AopicEngine(
             self.store,
             lambda_tax=self.lambda_tax,
@@ -388,8 +423,6 @@ class EnginePolicy(Policy):
         self.lease = None
         self.lambda_log: list[tuple[int, float, float]] = []
         self._paid = self._paid_to_traps = 0.0
-        labels = graph.labels
-        self._trap = None if labels is None or not (labels == TRAP).any() else (labels == TRAP).tolist()
         self._trap_pending: set[str] = set()
         self._trap_known = 0
         if self._trap is not None:
@@ -412,11 +445,10 @@ class EnginePolicy(Policy):
         if self.lambda_targets == "all":
             targets = t.pending + t.leased + store._crawled
             return self._trap_known / targets if targets else 0.0
-        held = store._pending_norm * store._dividend
-        if held <= 0:
-            return 0.0
-        accounts, effective = store._accounts, store._effective_cash
-        return sum(effective(accounts[u]) for u in self._trap_pending) / held
+        if store._norm_error > 1e-13 * store._pending_norm:
+            store._recount_norm()  # as the payout will: the sums it divides
+        norm = store._pending_norm
+        return store.trap_norm / norm if norm > 0 else 0.0
 
     def _visit_lambda_measured(self) -> float:
         share = self._trap_weight()

@@ -24,8 +24,9 @@ the scale it was settled at (``mark``), its effective cash is
 ``cash * scale / mark`` and its heap key ``-cash / mark``; payouts multiply
 every key by the same factor, so the order never changes either. The sum of
 ``cash / mark`` over pending accounts is kept up to date, so a payout is
-O(1), with a bound on its rounding error: when the bound passes 1e-13 of
-the sum (the richest URL, leaving, held nearly all of it), the sum is
+O(1): the sum is kept exactly (Shewchuk's partials, as ``math.fsum``), and
+a bound on what the accounts' own roundings (settling multiplies) made it
+drift by is kept too; when the bound passes 1e-13 of the sum, the sum is
 recounted (O(n), rare) before a payout, so the books stay balanced to
 1e-13 of each payout. ``scale`` is brought back to 1 (an O(n) pass) when it
 passes 1e12.
@@ -68,13 +69,29 @@ _ALL_TARGET_STATES = (PENDING, LEASED, CRAWLED)
 LAMBDA_TARGETS = ("pending", "all", "pending-cash")
 #: ``"pending-cash"``: past this scale, rebase every pending account to 1.
 _MAX_SCALE = 1e12
-#: ``"pending-cash"``: rounding error bound per update of the pending sum
-#: (a few ulps of the operands: the sum's own rounding and the settling of
-#: the account's cash since it was added).
+#: ``"pending-cash"``: rounding error bound per update of the pending sum,
+#: relative to the account's value (a few ulps: settling its cash since it
+#: was added; the sum itself is exact).
 _ROUNDING = 1e-15
 #: ``"pending-cash"``: recount the pending sum before a payout when its error
 #: bound passes this share of it.
 _MAX_NORM_ERROR = 1e-13
+
+
+def exact_add(partials: list[float], x: float) -> None:
+    """Add ``x`` to the exact sum held as non-overlapping ``partials``
+    (Shewchuk's algorithm, the one ``math.fsum`` uses; usually 1-3 entries)."""
+    i = 0
+    for y in partials:
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo:
+            partials[i] = lo
+            i += 1
+        x = hi
+    partials[i:] = [x]
 
 
 class _Account:
@@ -144,9 +161,9 @@ class MemoryStore(FrontierStore):
         self._leases: dict[str, tuple[int, float]] = {}
         # Additive dividend, or the multiplicative scale with "pending-cash".
         self._dividend = 1.0 if self._by_cash else 0.0
-        # "pending-cash": sum of cash / mark over pending accounts, and a
-        # bound on its rounding error.
-        self._pending_norm = 0.0
+        # "pending-cash": sum of cash / mark over pending accounts (exact
+        # partials), and a bound on how far the accounts' roundings moved it.
+        self._norm_partials: list[float] = []
         self._norm_error = 0.0
         self._next_seq = 0
         self._next_lease = 0
@@ -190,23 +207,28 @@ class MemoryStore(FrontierStore):
         """Credit a PENDING account (its key changes: push it after)."""
         if self._by_cash:
             self._settle(acc)
-            self._add_norm(amount / self._dividend)
+            self._add_norm(amount / self._dividend, acc)
         acc.cash += amount
 
-    def _add_norm(self, value: float) -> None:
-        """``"pending-cash"``: add to the pending sum, and to its error bound."""
-        norm = self._pending_norm = self._pending_norm + value
-        self._norm_error += _ROUNDING * (abs(norm) + abs(value))
+    def _add_norm(self, value: float, acc: _Account) -> None:
+        """``"pending-cash"``: add ``acc``'s change to the pending sum, and
+        to its error bound (``acc`` for subclasses that watch accounts)."""
+        exact_add(self._norm_partials, value)
+        self._norm_error += _ROUNDING * abs(value)
+
+    @property
+    def _pending_norm(self) -> float:
+        return math.fsum(self._norm_partials)
 
     def _recount_norm(self) -> None:
         """``"pending-cash"``: the pending sum, recounted exactly (O(n))."""
-        self._pending_norm = math.fsum(
-            acc.cash / acc.mark for acc in self._accounts.values() if acc.state == PENDING
-        )
-        self._norm_error = _ROUNDING * self._pending_norm
+        total = math.fsum(acc.cash / acc.mark for acc in self._accounts.values() if acc.state == PENDING)
+        self._norm_partials = [total]
+        self._norm_error = _ROUNDING * total
 
     def _push(self, url: str, acc: _Account) -> None:
-        entry = (self._key(acc), acc.seq, url)
+        # The key inline (not self._key): this runs for every credit.
+        entry = (-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash, acc.seq, url)
         hq = self._hosts.get(acc.host)
         if hq is None:
             hq = self._hosts[acc.host] = _HostQueue()
@@ -225,7 +247,7 @@ class MemoryStore(FrontierStore):
             acc is not None
             and acc.state == PENDING
             and acc.seq == entry[1]
-            and self._key(acc) == entry[0]
+            and (-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash) == entry[0]
         )
 
     def _clean_top(self, hq: _HostQueue) -> tuple[float, int, str] | None:
@@ -292,7 +314,7 @@ class MemoryStore(FrontierStore):
         self._totals.known += 1
         self._totals.pending += 1
         if self._by_cash and cash:
-            self._add_norm(cash / self._dividend)
+            self._add_norm(cash / self._dividend, acc)
         self._push(link.url, acc)
         return acc
 
@@ -305,10 +327,9 @@ class MemoryStore(FrontierStore):
         old = acc.state
         acc.state = state
         if self._by_cash and old == PENDING and state != PENDING:
+            self._add_norm(-acc.cash / acc.mark, acc)
             if self._totals.pending == 1:  # nothing left pending: exactly 0
-                self._pending_norm = self._norm_error = 0.0
-            else:
-                self._add_norm(-acc.cash / acc.mark)
+                self._norm_partials, self._norm_error = [], 0.0
         if old == PENDING:
             self._totals.pending -= 1
         elif old == LEASED:
@@ -324,7 +345,7 @@ class MemoryStore(FrontierStore):
         if not was_target and self._is_target(acc):
             acc.mark = self._dividend
             if self._by_cash and acc.cash:
-                self._add_norm(acc.cash / self._dividend)
+                self._add_norm(acc.cash / self._dividend, acc)
 
     def _resolve(self, url: str) -> tuple[str, _Account | None, bool]:
         """Follow aliases: ``(url, account, ok)``; ``ok`` is False on a loop
@@ -678,12 +699,14 @@ class MemoryStore(FrontierStore):
     def _pay_by_cash(self, amount: float) -> bool:
         """Multiply every pending account's cash by ``1 + amount / P``;
         False (lambda keeps its cash) when no pending account holds any."""
-        if self._norm_error > _MAX_NORM_ERROR * self._pending_norm:
+        norm = self._pending_norm
+        if self._norm_error > _MAX_NORM_ERROR * norm:
             self._recount_norm()  # also when rounding left it at 0 or below
-        if self._pending_norm <= 0.0:
+            norm = self._pending_norm
+        if norm <= 0.0:
             return False
         # sum(cash) over pending = norm * scale; it grows by exactly amount.
-        self._dividend += amount / self._pending_norm
+        self._dividend += amount / norm
         if self._dividend > _MAX_SCALE:
             self._rebase()
         return True
