@@ -6,6 +6,8 @@ counter parameter, a link farm on a second host, soft 404s) and runs real
 ``scrapy crawl``s, one process each, side by side in the same run:
 
 * ``aopic``: ``ADDONS = {"scrapy_aopic.Addon": 0}``, everything default;
+* ``aopic-pending-cash``: the same with ``AOPIC_LAMBDA_TARGETS =
+  "pending-cash"`` (lambda paid in proportion to cash, issue 16);
 * ``scrapy-default``: Scrapy's own order (LIFO: depth-first);
 * ``scrapy-bfs``: breadth-first (``DEPTH_PRIORITY=1`` + FIFO queues);
 * ``reference``: breadth-first on the same site with the traps switched off.
@@ -14,7 +16,9 @@ Every crawl obeys robots.txt and stops at ``CLOSESPIDER_PAGECOUNT`` =
 budget. Figures are counted server-side: fetches, fetches inside traps,
 repeated fetches of a real page (duplicates), distinct real pages reached.
 Targets: waste (traps + duplicates) < 2 % of fetches; real pages reached >=
-99 % of the trap-free breadth-first crawl's.
+99 % of the trap-free breadth-first crawl's. For the AOPIC orders it also
+prints the share of lambda's payouts that landed in pending trap URLs
+(``lambda->trap``, measured in the crawl's process at each lambda visit).
 
 Two concurrency settings are measured: Scrapy's defaults (16 requests, 8
 per host) and 16 per host. With 8 per host, the frontier hands the free
