@@ -18,7 +18,9 @@ Graphs: ``rust-doc``, ``python3-doc``, ``postgresql-doc-15`` (Debian packages;
 ``apt-get install -y --no-install-recommends rust-doc python3-doc
 postgresql-doc-15``; missing trees are skipped with a note) and
 ``synthetic-100k`` / ``synthetic-1M`` (generated from seed 1, cached under
-``~/.cache/scrapy-aopic/graphs``). Needs numpy, scipy, matplotlib.
+``~/.cache/scrapy-aopic/graphs``), and ``synthetic-traps-100k`` (the same
+generator with 40 % of the pages in calendar traps linked from every page of
+their site, 30 new URLs per trap page: where lambda's payouts go, issue 16). Needs numpy, scipy, matplotlib.
 """
 
 from __future__ import annotations
@@ -41,8 +43,14 @@ from scrapy_aopic.sim.report import markdown_report, markdown_table, rst_table, 
 from scrapy_aopic.sim.runner import FRACTIONS, compare, default_policies, importance_convergence  # noqa: E402
 from scrapy_aopic.sim.synthetic import scale_free_web  # noqa: E402
 
-SYNTHETIC = {"synthetic-100k": 100_000, "synthetic-1M": 1_000_000}
-ALL_GRAPHS = ["rust-doc", "python3-doc", "postgresql-doc-15", "synthetic-100k", "synthetic-1M"]
+SYNTHETIC = {"synthetic-100k": 100_000, "synthetic-1M": 1_000_000, "synthetic-traps-100k": 100_000}
+#: Generator arguments besides the size (issue 16: a web where traps take
+#: 40 % of the pages, each a calendar linked from every page of its site and
+#: minting 30 new URLs per page).
+SYNTHETIC_ARGS = {
+    "synthetic-traps-100k": {"trap_share": 0.4, "pages_per_trap": 20_000, "trap_fanout": 30, "trap_linkers": 0},
+}
+ALL_GRAPHS = ["rust-doc", "python3-doc", "postgresql-doc-15", "synthetic-100k", "synthetic-1M", "synthetic-traps-100k"]
 #: Graphs the product target is judged on (issue 5).
 TARGET_GRAPHS = {"rust-doc", "synthetic-100k", "synthetic-1M"}
 #: The engine with its shipped defaults (OPIC, lambda -> pending, no tax).
@@ -57,7 +65,7 @@ def load(name: str) -> Graph | None:
         if path.exists():
             return Graph.load(path)
         print(f"generating {name} ...", flush=True)
-        graph = scale_free_web(SYNTHETIC[name], seed=1, name=name)
+        graph = scale_free_web(SYNTHETIC[name], seed=1, name=name, **SYNTHETIC_ARGS.get(name, {}))
         graph.save(path)
         return graph
     if name in DOC_TREES and not Path(DOC_TREES[name]).is_dir():

@@ -6,6 +6,8 @@ counter parameter, a link farm on a second host, soft 404s) and runs real
 ``scrapy crawl``s, one process each, side by side in the same run:
 
 * ``aopic``: ``ADDONS = {"scrapy_aopic.Addon": 0}``, everything default;
+* ``aopic-pending-cash``: the same with ``AOPIC_LAMBDA_TARGETS =
+  "pending-cash"`` (lambda paid in proportion to cash, issue 16);
 * ``scrapy-default``: Scrapy's own order (LIFO: depth-first);
 * ``scrapy-bfs``: breadth-first (``DEPTH_PRIORITY=1`` + FIFO queues);
 * ``reference``: breadth-first on the same site with the traps switched off.
@@ -14,7 +16,9 @@ Every crawl obeys robots.txt and stops at ``CLOSESPIDER_PAGECOUNT`` =
 budget. Figures are counted server-side: fetches, fetches inside traps,
 repeated fetches of a real page (duplicates), distinct real pages reached.
 Targets: waste (traps + duplicates) < 2 % of fetches; real pages reached >=
-99 % of the trap-free breadth-first crawl's.
+99 % of the trap-free breadth-first crawl's. For the AOPIC orders it also
+prints the share of lambda's payouts that landed in pending trap URLs
+(``lambda->trap``, measured in the crawl's process at each lambda visit).
 
 Two concurrency settings are measured: Scrapy's defaults (16 requests, 8
 per host) and 16 per host. With 8 per host, the frontier hands the free
@@ -43,6 +47,8 @@ from scrapy_aopic.hygiene.traps import TrapGuard  # noqa: E402
 
 ORDERS = {
     "aopic": {"ADDONS": {"scrapy_aopic.Addon": 0}},
+    # lambda paid in proportion to cash (issue 16); the default pays every pending URL alike
+    "aopic-pending-cash": {"ADDONS": {"scrapy_aopic.Addon": 0}, "AOPIC_LAMBDA_TARGETS": "pending-cash"},
     "scrapy-default": {},
     "scrapy-bfs": {
         "DEPTH_PRIORITY": 1,
@@ -96,7 +102,8 @@ def main() -> None:
     if not args.no_micro:
         bench_canonical()
         print()
-    site, clean = TrapSite(args.articles, soft404=variants), TrapSite(args.articles, traps=False)
+    site_args = {"articles": args.articles, "soft404": variants}
+    site, clean = TrapSite(**site_args), TrapSite(args.articles, traps=False)
     real = site.real_pages()
     print(f"site: {len(real)} real pages; budget {args.budget} pages per crawl")
     for per_host in map(int, args.per_host.split(",")):
@@ -106,21 +113,27 @@ def main() -> None:
             run_crawl([server.base + "/"], {**ORDERS["scrapy-bfs"], **common})
             reference = fetch_figures(server.take_log(), real)
         print(f"\nCONCURRENT_REQUESTS=16, CONCURRENT_REQUESTS_PER_DOMAIN={per_host}")
-        print(f"{'order':<22}{'fetches':>8}{'traps':>7}{'dups':>6}{'waste':>8}{'real':>7}{'vs ref':>8}{'secs':>7}")
+        print(f"{'order':<22}{'fetches':>8}{'traps':>7}{'dups':>6}{'waste':>8}{'real':>7}{'vs ref':>8}{'secs':>7}"
+              f"{'trap fetch':>11}{'lambda->trap':>13}")
         print(f"{'reference (no traps)':<22}{reference['fetches']:>8}{'-':>7}{reference['duplicate_fetches']:>6}"
               f"{'-':>8}{reference['real_reached']:>7}{'100.0%':>8}")
         with SiteServer(site) as server:
             for name, order in orders.items():
                 start = time.perf_counter()
-                report = run_crawl([server.base + "/"], {**order, **common})
+                probe = site_args if name.startswith("aopic") else None
+                report = run_crawl([server.base + "/"], {**order, **common}, lambda_probe=probe)
                 secs = time.perf_counter() - start
                 fig = fetch_figures(server.take_log(), real)
                 if "accounts" in report:
                     fig["real_refused"] = len(real_refused(report, site, server.base))
                 reach = fig["real_reached"] / reference["real_reached"]
+                lam = report.get("lambda")
+                lam_share = f"{lam['to_traps'] / lam['paid']:.1%}" if lam and lam["paid"] else "-"
+                trap_share = fig["trap_fetches"] / fig["fetches"] if fig["fetches"] else 0.0
                 print(f"{name:<22}{fig['fetches']:>8}{fig['trap_fetches']:>7}{fig['duplicate_fetches']:>6}"
-                      f"{fig['waste']:>8.1%}{fig['real_reached']:>7}{reach:>8.1%}{secs:>7.1f}")
-                if name == "aopic":
+                      f"{fig['waste']:>8.1%}{fig['real_reached']:>7}{reach:>8.1%}{secs:>7.1f}"
+                      f"{trap_share:>11.1%}{lam_share:>13}")
+                if name.startswith("aopic"):
                     stats = report["stats"]
                     traps = {k: v for k, v in stats.items() if k.startswith(("aopic/trap/", "aopic/refused/", "aopic/failed/trap/"))}
                     kinds = {k: v for k, v in sorted(fig["by_kind"].items()) if k.startswith("trap")}
@@ -132,7 +145,8 @@ def main() -> None:
                     print(f"{'':<22}conservation error {stats.get('aopic/conservation_error')}, "
                           f"private fetched {fig['private_fetches']}")
     print("\nwaste = (trap + duplicate fetches) / fetches; real = distinct real pages served;"
-          " vs ref = real / real of the trap-free breadth-first crawl.")
+          " vs ref = real / real of the trap-free breadth-first crawl; trap fetch = trap fetches / fetches;"
+          " lambda->trap = share of lambda's payouts that landed in pending trap URLs (AOPIC orders).")
 
 
 if __name__ == "__main__":

@@ -82,9 +82,14 @@ define("AOPIC_LAMBDA_TAX", None, "core", """
     with no links always gives everything to lambda.""")
 define("AOPIC_LAMBDA_TARGETS", "pending", "core", """
     Pages lambda pays its cash to when it is visited: ``"pending"`` (every
-    page waiting to be fetched; favours discovering new pages) or ``"all"``
-    (every known page; favours learning importance). Paid in O(1) through a
-    lazily settled per-target dividend.""")
+    page waiting to be fetched gets the same dividend; favours discovering
+    new pages), ``"all"`` (every known page; favours learning importance) or
+    ``"pending-cash"`` (every page waiting to be fetched, in proportion to
+    the cash it holds, i.e. what its in-links paid: a trap minting N new
+    URLs per page draws a share bounded by what its pages pass on, not
+    growing with N; memory backend only, the Redis backend falls back to
+    ``"pending"`` with a warning). Paid in O(1) through a lazily settled
+    per-target dividend (a scale factor for ``"pending-cash"``).""")
 define("AOPIC_HISTORY_WINDOW", None, "core", """
     Length ``T`` in seconds of the AOPIC history window. ``None`` (default)
     keeps the whole history (plain OPIC). With a window, a page's history

@@ -250,7 +250,17 @@ class Frontier:
             from ..store.redis import RedisStore
 
             self._portable = True
-            return RedisStore.from_crawler(self.crawler, spider, lambda_targets=self.lambda_targets)
+            targets = self.lambda_targets
+            if targets == "pending-cash":
+                # The Redis store's Lua pays every pending URL alike; paying
+                # by cash there is not implemented (docs/concepts.rst).
+                targets = "pending"
+                self.stats.set_value("aopic/lambda_targets_fallback", 1)
+                logger.warning(
+                    "aopic: AOPIC_LAMBDA_TARGETS='pending-cash' is not available with the Redis "
+                    "backend: lambda pays every pending URL alike ('pending')"
+                )
+            return RedisStore.from_crawler(self.crawler, spider, lambda_targets=targets)
         raise ValueError(f"AOPIC_BACKEND must be 'memory' or 'redis', got {self.backend!r}")
 
     def close(self, reason: str) -> None:

@@ -16,15 +16,16 @@ with a virtual clock that counts fetches.
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from collections import deque
 
 import numpy as np
 
 from ..engine import AopicEngine
-from ..store.base import Link
-from ..store.memory import MemoryStore
-from .graph import Graph
+from ..store.base import PENDING, Link
+from ..store.memory import MemoryStore, exact_add
+from .graph import TRAP, Graph
 from .pagerank import pagerank_csr
 
 
@@ -317,6 +318,34 @@ class LargerSiteFirst(Policy):
         self._add(new)
 
 
+class _TrapWatchStore(MemoryStore):
+    """``"pending-cash"`` store that also keeps the pending sum of the trap
+    pages (``trap[int(url)]``), so that the trap share of a lambda payout
+    is O(1) to read (:class:`EnginePolicy` measures it at each payout)."""
+
+    def __init__(self, lambda_targets: str, trap: list[bool]):
+        self.trap = trap
+        self.trap_partials: list[float] = []
+        super().__init__(lambda_targets)
+
+    def _add_norm(self, value, acc):
+        super()._add_norm(value, acc)
+        if self.trap[int(acc.url)]:
+            exact_add(self.trap_partials, value)
+
+    @property
+    def trap_norm(self) -> float:
+        return math.fsum(self.trap_partials)
+
+    def _recount_norm(self):
+        super()._recount_norm()
+        self.trap_partials = [math.fsum(
+            acc.cash / acc.mark
+            for acc in self._accounts.values()
+            if acc.state == PENDING and self.trap[int(acc.url)]
+        )]
+
+
 class EnginePolicy(Policy):
     """OPIC / AOPIC: :class:`~scrapy_aopic.engine.AopicEngine` itself.
 
@@ -331,6 +360,13 @@ class EnginePolicy(Policy):
         (``AOPIC_LINK_MEMORY``, on by default as in a crawl); variants with it
         off are named ``... no-link-memory``.
     :param max_revisits: virtual revisits per fetch at most.
+
+    On graphs with trap labels it also measures where lambda's cash goes:
+    :attr:`lambda_log` holds ``(fetches, paid, paid_to_traps)`` (running
+    totals) after each lambda visit, ``paid_to_traps`` being what the trap
+    pages lambda paid at that visit received (O(1) per visit with
+    ``"pending"`` and ``"all"``; with ``"pending-cash"`` through a store that
+    keeps the trap pages' pending sum).
     """
 
     family = "aopic"
@@ -368,7 +404,12 @@ class EnginePolicy(Policy):
         if window is not None and window < 1:
             window = max(1.0, window * graph.n)
         self.now = 0
-        self.store = MemoryStore(self.lambda_targets)
+        labels = graph.labels
+        self._trap = None if labels is None or not (labels == TRAP).any() else (labels == TRAP).tolist()
+        if self._trap is not None and self.lambda_targets == "pending-cash":
+            self.store = _TrapWatchStore(self.lambda_targets, self._trap)
+        else:
+            self.store = MemoryStore(self.lambda_targets)
         self.engine = AopicEngine(
             self.store,
             lambda_tax=self.lambda_tax,
@@ -380,8 +421,43 @@ class EnginePolicy(Policy):
         self.host = graph.host.tolist()
         self.host_names = graph.host_names
         self.lease = None
+        self.lambda_log: list[tuple[int, float, float]] = []
+        self._paid = self._paid_to_traps = 0.0
+        self._trap_pending: set[str] = set()
+        self._trap_known = 0
+        if self._trap is not None:
+            # The engine calls store.visit_lambda: measure each payout there.
+            self.store.visit_lambda = self._visit_lambda_measured
         for s in seeds:
             self.engine.add_seed(Link(str(s), self.host_names[self.host[s]], 0))
+            self._seen(s)
+
+    def _seen(self, node: int) -> None:
+        if self._trap is not None and self._trap[node]:
+            self._trap_pending.add(str(node))
+            self._trap_known += 1
+
+    def _trap_weight(self) -> float:
+        """Share of the next lambda payout that trap pages will receive."""
+        store, t = self.store, self.store.totals()
+        if self.lambda_targets == "pending":
+            return len(self._trap_pending) / t.pending if t.pending else 0.0
+        if self.lambda_targets == "all":
+            targets = t.pending + t.leased + store._crawled
+            return self._trap_known / targets if targets else 0.0
+        if store._norm_error > 1e-13 * store._pending_norm:
+            store._recount_norm()  # as the payout will: the sums it divides
+        norm = store._pending_norm
+        return store.trap_norm / norm if norm > 0 else 0.0
+
+    def _visit_lambda_measured(self) -> float:
+        share = self._trap_weight()
+        paid = MemoryStore.visit_lambda(self.store)
+        if paid:
+            self._paid += paid
+            self._paid_to_traps += paid * share
+            self.lambda_log.append((self.now, self._paid, self._paid_to_traps))
+        return paid
 
     def _clock(self) -> float:
         return float(self.now)
@@ -400,6 +476,10 @@ class EnginePolicy(Policy):
         self.now += 1
         self.engine.visit(lease, [Link(str(v), host_names[host[v]], depth) for v in links])
         self.lease = None
+        if self._trap is not None:
+            self._trap_pending.discard(lease.url)
+            for v in new:
+                self._seen(v)
 
     def estimate(self):
         ranking = self.engine.ranking()

@@ -45,10 +45,20 @@ def waste_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]] | No
     if comparison.graph.labels is None:
         return None
     fr = comparison.fractions
-    header = ["policy"] + [f"trap@{_frac_label(f)}" for f in fr] + [f"farm@{_frac_label(f)}" for f in fr]
+    header = (
+        ["policy"]
+        + [f"trap@{_frac_label(f)}" for f in fr]
+        + [f"farm@{_frac_label(f)}" for f in fr]
+        + [f"lambda->trap@{_frac_label(f)}" for f in fr]
+    )
     rows = []
     for row in comparison.table()[1:]:
-        rows.append([row["policy"]] + [_pct(x) for x in row["trap_share"]] + [_pct(x) for x in row["farm_share"]])
+        rows.append(
+            [row["policy"]]
+            + [_pct(x) for x in row["trap_share"]]
+            + [_pct(x) for x in row["farm_share"]]
+            + ["–" if x is None else _pct(x) for x in row["lambda_trap_share"]]
+        )
     return header, rows
 
 
@@ -110,7 +120,7 @@ def markdown_report(comparison: Comparison, png_name: str | None = None) -> str:
     parts += ["", markdown_table(*table_rows(comparison)), ""]
     waste = waste_rows(comparison)
     if waste:
-        parts += ["Share of fetches (%) spent in crawler traps and link farms:", "", markdown_table(*waste), ""]
+        parts += ["Share of fetches (%) spent in crawler traps and link farms, and share of lambda's payouts (%) that landed in trap pages (`lambda->trap`, engine policies):", "", markdown_table(*waste), ""]
     acc = accuracy_rows(comparison)
     if acc:
         parts += [
@@ -130,7 +140,7 @@ def rst_fragment(comparison: Comparison) -> str:
     parts = [graph_facts(comparison) + ".", "", rst_table(*table_rows(comparison)), ""]
     waste = waste_rows(comparison)
     if waste:
-        parts += ["Share of fetches (%) spent in traps and link farms:", "", rst_table(*waste), ""]
+        parts += ["Share of fetches (%) spent in traps and link farms, and share of lambda's payouts (%) that landed in trap pages (``lambda->trap``, engine policies):", "", rst_table(*waste), ""]
     acc = accuracy_rows(comparison)
     if acc:
         parts += [

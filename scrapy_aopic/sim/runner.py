@@ -47,6 +47,9 @@ class Run:
     #: importance accuracy at checkpoints: dicts with ``fetched``,
     #: ``kendall_tau``, ``top_overlap`` (engine policies only)
     accuracy: list[dict] = field(default_factory=list)
+    #: ``(fetches, lambda paid, paid to trap pages)`` running totals after
+    #: each lambda visit (engine policies on graphs with traps)
+    lambda_log: list[tuple[int, float, float]] | None = None
 
 
 def budget_of(n: int, fraction: float) -> int:
@@ -102,7 +105,7 @@ def simulate(
             if estimate is not None and true_rank is not None:
                 accuracy.append({"fetched": steps, **importance_accuracy(*estimate, true_rank)})
     seconds = time.perf_counter() - started
-    return Run(policy.name, policy.family, order[:steps].copy(), seconds, accuracy)
+    return Run(policy.name, policy.family, order[:steps].copy(), seconds, accuracy, getattr(policy, "lambda_log", None))
 
 
 # -- metrics -----------------------------------------------------------------
@@ -132,6 +135,19 @@ def label_share(labels: np.ndarray, order: np.ndarray, k: int, label: int) -> fl
     """Share of the first ``k`` fetches spent on pages labelled ``label``."""
     head = order[:k]
     return float((labels[head] == label).mean()) if len(head) else 0.0
+
+
+def lambda_trap_share(lambda_log: list[tuple[int, float, float]] | None, k: int) -> float | None:
+    """Share of lambda's payouts in the first ``k`` fetches that landed in
+    trap pages (``None`` without a log; 0 when lambda paid nothing)."""
+    if lambda_log is None:
+        return None
+    paid = to_traps = 0.0
+    for fetches, total, traps in lambda_log:
+        if fetches > k:
+            break
+        paid, to_traps = total, traps
+    return to_traps / paid if paid else 0.0
 
 
 def importance_accuracy(
@@ -175,6 +191,7 @@ def default_policies(true_rank: np.ndarray, *, quick: bool = False) -> list[Poli
         EnginePolicy(),  # the engine's defaults: OPIC, lambda -> pending, link memory
         EnginePolicy(link_memory=False),  # the same, one-pass (no virtual revisits)
         EnginePolicy(lambda_targets="all"),
+        EnginePolicy(lambda_targets="pending-cash"),  # lambda paid by cash (issue 16)
     ]
     if not quick:
         policies += [
@@ -237,6 +254,7 @@ class Comparison:
             if labels is not None:
                 row["trap_share"] = [label_share(labels, run.order, k, TRAP) for k in budgets]
                 row["farm_share"] = [label_share(labels, run.order, k, FARM) for k in budgets]
+                row["lambda_trap_share"] = [lambda_trap_share(run.lambda_log, k) for k in budgets]
             rows.append(row)
         return rows
 

@@ -66,6 +66,7 @@ def scale_free_web(
     trap_share: float = 0.10,
     pages_per_trap: int = 2_000,
     trap_fanout: int = 3,
+    trap_linkers: int = 5,
     farm_share: float = 0.02,
     pages_per_farm: int = 100,
     farm_links: int = 20,
@@ -84,6 +85,8 @@ def scale_free_web(
     :param trap_share: share of pages inside crawler traps.
     :param pages_per_trap: size of one trap.
     :param trap_fanout: new trap pages each trap page links to.
+    :param trap_linkers: pages of the trap's site that link to its entry;
+        0: every page (a calendar widget in the site's template).
     :param farm_share: share of pages inside link farms.
     :param pages_per_farm: size of one link farm.
     :param farm_links: links from each farm page to other pages of its farm.
@@ -159,7 +162,10 @@ def scale_free_web(
         # The entry hangs off a page of a site drawn by popularity, and is
         # linked from a few pages of that site (a calendar widget).
         k = min(int(np.searchsorted(cum_site_pop, rng.random() * cum_site_pop[-1], side="right")), n_sites - 1)
-        linkers = start[k] + rng.integers(0, sizes[k], size=min(5, int(sizes[k])))
+        if trap_linkers:
+            linkers = start[k] + rng.integers(0, sizes[k], size=min(trap_linkers, int(sizes[k])))
+        else:
+            linkers = start[k] + np.arange(sizes[k])
         add(linkers, np.full(len(linkers), nodes[0]), 50.0)
         idx = np.arange(pages_per_trap)
         # Every trap page links to trap_fanout "next" pages and back to the entry.

@@ -14,6 +14,23 @@ at (``mark``) and is settled when touched. A pending account's heap key is
 ``cash - mark``: payouts add the same amount to every target, so keys (and
 the order) never change when lambda pays out.
 
+Lambda by cash (``"pending-cash"``). A payout multiplies every pending
+account's cash by the same factor ``1 + amount / P`` (``P``: cash held by all
+pending accounts), so each gets a share in proportion to what its in-links
+paid, and a trap that mints N new URLs per fetch draws a share bounded by
+the cash its pages pass on, not by N (``docs/concepts.rst``). Lazily: a
+cumulative ``scale`` replaces the dividend, an account's cash is stored as of
+the scale it was settled at (``mark``), its effective cash is
+``cash * scale / mark`` and its heap key ``-cash / mark``; payouts multiply
+every key by the same factor, so the order never changes either. The sum of
+``cash / mark`` over pending accounts is kept up to date, so a payout is
+O(1): the sum is kept exactly (Shewchuk's partials, as ``math.fsum``), and
+a bound on what the accounts' own roundings (settling multiplies) made it
+drift by is kept too; when the bound passes 1e-13 of the sum, the sum is
+recounted (O(n), rare) before a payout, so the books stay balanced to
+1e-13 of each payout. ``scale`` is brought back to 1 (an O(n) pass) when it
+passes 1e12.
+
 Link memory. Each account remembers (``links``) the accounts its last visit
 credited: references to account objects, not URL strings, so a remembered
 link costs one pointer (8 bytes) plus the tuple's header per crawled page.
@@ -27,6 +44,7 @@ key, like a pending key, does not change when lambda pays out) and
 from __future__ import annotations
 
 import heapq
+import math
 import sys
 from collections.abc import Callable, Iterable, Iterator
 
@@ -48,6 +66,33 @@ from .base import (
 )
 
 _ALL_TARGET_STATES = (PENDING, LEASED, CRAWLED)
+#: Values of ``AOPIC_LAMBDA_TARGETS``.
+LAMBDA_TARGETS = ("pending", "all", "pending-cash")
+#: ``"pending-cash"``: past this scale, rebase every pending account to 1.
+_MAX_SCALE = 1e12
+#: ``"pending-cash"``: rounding error bound per update of the pending sum,
+#: relative to the account's value (a few ulps: settling its cash since it
+#: was added; the sum itself is exact).
+_ROUNDING = 1e-15
+#: ``"pending-cash"``: recount the pending sum before a payout when its error
+#: bound passes this share of it.
+_MAX_NORM_ERROR = 1e-13
+
+
+def exact_add(partials: list[float], x: float) -> None:
+    """Add ``x`` to the exact sum held as non-overlapping ``partials``
+    (Shewchuk's algorithm, the one ``math.fsum`` uses; usually 1-3 entries)."""
+    i = 0
+    for y in partials:
+        if abs(x) < abs(y):
+            x, y = y, x
+        hi = x + y
+        lo = y - (hi - x)
+        if lo:
+            partials[i] = lo
+            i += 1
+        x = hi
+    partials[i:] = [x]
 
 
 class _Account:
@@ -104,17 +149,23 @@ class MemoryStore(FrontierStore):
     supports_link_memory = True
 
     def __init__(self, lambda_targets: str = "pending", *, link_memory: bool = True):
-        if lambda_targets not in ("pending", "all"):
+        if lambda_targets not in LAMBDA_TARGETS:
             raise ValueError(
-                f"AOPIC_LAMBDA_TARGETS must be 'pending' or 'all', got {lambda_targets!r}"
+                f"AOPIC_LAMBDA_TARGETS must be one of {LAMBDA_TARGETS}, got {lambda_targets!r}"
             )
         self.lambda_targets = lambda_targets
         self._all_targets = lambda_targets == "all"
+        self._by_cash = lambda_targets == "pending-cash"
         self._accounts: dict[str, _Account] = {}
         self._hosts: dict[str, _HostQueue] = {}
         self._host_heap: list[tuple[float, int, str]] = []
         self._leases: dict[str, tuple[int, float]] = {}
-        self._dividend = 0.0
+        # Additive dividend, or the multiplicative scale with "pending-cash".
+        self._dividend = 1.0 if self._by_cash else 0.0
+        # "pending-cash": sum of cash / mark over pending accounts (exact
+        # partials), and a bound on how far the accounts' roundings moved it.
+        self._norm_partials: list[float] = []
+        self._norm_error = 0.0
         self._next_seq = 0
         self._next_lease = 0
         self._entries = 0  # heap entries, live or stale, across hosts
@@ -134,16 +185,51 @@ class MemoryStore(FrontierStore):
     def _settle(self, acc: _Account) -> None:
         """Bring the lazily owed dividend into ``acc.cash``."""
         if self._is_target(acc) and acc.mark != self._dividend:
-            acc.cash += self._dividend - acc.mark
+            if self._by_cash:
+                acc.cash = acc.cash * self._dividend / acc.mark
+            else:
+                acc.cash += self._dividend - acc.mark
             acc.mark = self._dividend
 
     def _effective_cash(self, acc: _Account) -> float:
         if self._is_target(acc):
+            if self._by_cash:
+                return acc.cash * self._dividend / acc.mark
             return acc.cash + (self._dividend - acc.mark)
         return acc.cash
 
+    def _key(self, acc: _Account) -> float:
+        """Heap key of a pending account: smaller is richer, unchanged by payouts."""
+        if self._by_cash:
+            return -acc.cash / acc.mark
+        return acc.mark - acc.cash
+
+    def _add_pending_cash(self, acc: _Account, amount: float) -> None:
+        """Credit a PENDING account (its key changes: push it after)."""
+        if self._by_cash:
+            self._settle(acc)
+            self._add_norm(amount / self._dividend, acc)
+        acc.cash += amount
+
+    def _add_norm(self, value: float, acc: _Account) -> None:
+        """``"pending-cash"``: add ``acc``'s change to the pending sum, and
+        to its error bound (``acc`` for subclasses that watch accounts)."""
+        exact_add(self._norm_partials, value)
+        self._norm_error += _ROUNDING * abs(value)
+
+    @property
+    def _pending_norm(self) -> float:
+        return math.fsum(self._norm_partials)
+
+    def _recount_norm(self) -> None:
+        """``"pending-cash"``: the pending sum, recounted exactly (O(n))."""
+        total = math.fsum(acc.cash / acc.mark for acc in self._accounts.values() if acc.state == PENDING)
+        self._norm_partials = [total]
+        self._norm_error = _ROUNDING * total
+
     def _push(self, url: str, acc: _Account) -> None:
-        entry = (acc.mark - acc.cash, acc.seq, url)
+        # The key inline (not self._key): this runs for every credit.
+        entry = (-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash, acc.seq, url)
         hq = self._hosts.get(acc.host)
         if hq is None:
             hq = self._hosts[acc.host] = _HostQueue()
@@ -162,7 +248,7 @@ class MemoryStore(FrontierStore):
             acc is not None
             and acc.state == PENDING
             and acc.seq == entry[1]
-            and acc.mark - acc.cash == entry[0]
+            and (-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash) == entry[0]
         )
 
     def _clean_top(self, hq: _HostQueue) -> tuple[float, int, str] | None:
@@ -202,9 +288,12 @@ class MemoryStore(FrontierStore):
     def _compact(self) -> None:
         """Drop stale entries everywhere (amortised O(1) per push)."""
         live: dict[str, list[tuple[float, int, str]]] = {}
+        key = self._key
         for url, acc in self._accounts.items():
             if acc.state == PENDING:
-                live.setdefault(acc.host, []).append((acc.mark - acc.cash, acc.seq, url))
+                live.setdefault(acc.host, []).append((key(acc), acc.seq, url))
+        if self._by_cash:  # recount: no drift in the sum a payout divides by
+            self._recount_norm()
         self._hosts = {}
         self._host_heap = []
         self._entries = 0
@@ -227,6 +316,8 @@ class MemoryStore(FrontierStore):
         self._accounts[link.url] = acc
         self._totals.known += 1
         self._totals.pending += 1
+        if self._by_cash and cash:
+            self._add_norm(cash / self._dividend, acc)
         self._push(link.url, acc)
         return acc
 
@@ -238,6 +329,10 @@ class MemoryStore(FrontierStore):
             self._settle(acc)
         old = acc.state
         acc.state = state
+        if self._by_cash and old == PENDING and state != PENDING:
+            self._add_norm(-acc.cash / acc.mark, acc)
+            if self._totals.pending == 1:  # nothing left pending: exactly 0
+                self._norm_partials, self._norm_error = [], 0.0
         if old == PENDING:
             self._totals.pending -= 1
         elif old == LEASED:
@@ -252,6 +347,8 @@ class MemoryStore(FrontierStore):
             self._crawled += 1
         if not was_target and self._is_target(acc):
             acc.mark = self._dividend
+            if self._by_cash and acc.cash:
+                self._add_norm(acc.cash / self._dividend, acc)
 
     def _resolve(self, url: str) -> tuple[str, _Account | None, bool]:
         """Follow aliases: ``(url, account, ok)``; ``ok`` is False on a loop
@@ -280,11 +377,16 @@ class MemoryStore(FrontierStore):
         else:
             # Fast path (no alias): the common case of a visit's credits.
             if amount:
-                acc.cash += amount
                 if state == PENDING:
+                    if self._by_cash:
+                        self._add_pending_cash(acc, amount)
+                    else:
+                        acc.cash += amount
                     self._push(link.url, acc)
-                elif state == CRAWLED and acc.links is not None:
-                    self._push_rich(acc)
+                else:
+                    acc.cash += amount
+                    if state == CRAWLED and acc.links is not None:
+                        self._push_rich(acc)
             if link.depth < acc.depth:
                 acc.depth = link.depth
         return acc
@@ -305,7 +407,10 @@ class MemoryStore(FrontierStore):
             self._totals.lambda_cash += amount
             return
         if amount:
-            acc.cash += amount
+            if state == PENDING:
+                self._add_pending_cash(acc, amount)
+            else:
+                acc.cash += amount
         if link.depth < acc.depth:
             acc.depth = link.depth
         if amount:
@@ -322,11 +427,13 @@ class MemoryStore(FrontierStore):
         elif state == REFUSED or state == FAILED:
             self._totals.lambda_cash += amount
         elif amount:
-            acc.cash += amount
             if state == PENDING:
+                self._add_pending_cash(acc, amount)
                 self._push(acc.url, acc)
-            elif state == CRAWLED and acc.links is not None:
-                self._push_rich(acc)
+            else:
+                acc.cash += amount
+                if state == CRAWLED and acc.links is not None:
+                    self._push_rich(acc)
 
     # -- link memory helpers ----------------------------------------------------
 
@@ -483,7 +590,7 @@ class MemoryStore(FrontierStore):
             url, state, cash, history, last_visit, visits, depth, seq, host, request = record[:10]
             # Snapshots written before link memory have 10 fields.
             links = record[10] if len(record) > 10 else None
-            acc = _Account(float(cash), 0.0, int(depth), int(seq), host, request, url)
+            acc = _Account(float(cash), store._dividend, int(depth), int(seq), host, request, url)
             if links is not None and store._keep_links:
                 remembered.append((acc, links))
             acc.history = float(history)
@@ -581,12 +688,41 @@ class MemoryStore(FrontierStore):
         amount = t.lambda_cash
         if targets == 0 or amount <= 0:
             return 0.0
-        self._dividend += amount / targets
+        if self._by_cash:
+            if not self._pay_by_cash(amount):
+                return 0.0
+        else:
+            self._dividend += amount / targets
         t.lambda_cash = 0.0
         t.lambda_history += amount
         t.history_sum += amount
         t.lambda_visits += 1
         return amount
+
+    def _pay_by_cash(self, amount: float) -> bool:
+        """Multiply every pending account's cash by ``1 + amount / P``;
+        False (lambda keeps its cash) when no pending account holds any."""
+        norm = self._pending_norm
+        if self._norm_error > _MAX_NORM_ERROR * norm:
+            self._recount_norm()  # also when rounding left it at 0 or below
+            norm = self._pending_norm
+        if norm <= 0.0:
+            return False
+        # sum(cash) over pending = norm * scale; it grows by exactly amount.
+        self._dividend += amount / norm
+        if self._dividend > _MAX_SCALE:
+            self._rebase()
+        return True
+
+    def _rebase(self) -> None:
+        """Settle every pending account and restart the scale at 1 (O(n),
+        once per 1e12-fold growth): keeps new credits far from underflow."""
+        for acc in self._accounts.values():
+            if acc.state == PENDING:
+                acc.cash = acc.cash * self._dividend / acc.mark
+                acc.mark = 1.0
+        self._dividend = 1.0
+        self._compact()  # new keys, and the sum recounted
 
     # -- settling -------------------------------------------------------------
 
@@ -661,7 +797,7 @@ class MemoryStore(FrontierStore):
             return False
         acc, cash = closed
         self._set_state(acc, PENDING)
-        acc.cash += cash
+        self._add_pending_cash(acc, cash)
         self._push(url, acc)
         return True
 

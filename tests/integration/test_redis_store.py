@@ -741,3 +741,29 @@ def test_referer_only_links_round_trip_without_a_warning(store, caplog):
         store.inject(link("http://b.test/hostile", request=hostile), 1.0)
         assert isinstance(store.pop().request, UnreadableData)  # refused, never a plain GET
         store.clear()
+
+
+def test_frontier_falls_back_to_pending_lambda_with_redis(redis_server, caplog):
+    """The Redis store's Lua pays every pending URL alike: a crawl asking
+    for "pending-cash" gets "pending" there, with a warning and a stat."""
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_aopic.frontier import Frontier
+
+    class Books(Spider):
+        name = f"books{uuid.uuid4().hex[:6]}"
+
+    crawler = get_crawler(Books, {
+        "REDIS_URL": redis_server.url, "AOPIC_BACKEND": "redis", "AOPIC_LAMBDA_TARGETS": "pending-cash",
+    })
+    frontier = Frontier(crawler)
+    with caplog.at_level("WARNING"):
+        store = frontier._build_store(Books())
+    try:
+        assert store.lambda_targets == "pending"
+        assert crawler.stats.get_value("aopic/lambda_targets_fallback") == 1
+        assert "pending-cash" in caplog.text
+    finally:
+        store.clear()
+        store.close()

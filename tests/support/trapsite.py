@@ -136,6 +136,25 @@ class TrapSite:
         pages |= {self.article_path(i) for i in range(self.articles)}
         return pages
 
+    #: Path prefixes of the trap spaces (their real entry pages aside).
+    TRAP_PREFIXES = ("/events/", "/shop/", "/docs/help/", "/gallery/", "/wiki/", "/search/", "/catalog/")
+
+    def is_trap_url(self, url: str) -> bool:
+        """Whether ``url`` (absolute) lies in a trap: the link farm, or a trap
+        space's URL that is not one of its real pages."""
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(url)
+        if parts.path.startswith("/private/"):
+            return False
+        if parts.hostname == "localhost":
+            return True  # the link farm's host
+        real = self.__dict__.get("_real")
+        if real is None:
+            real = self._real = self.real_pages()
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        return parts.path.startswith(self.TRAP_PREFIXES) and target not in real
+
     def article_path(self, i: int) -> str:
         return f"/s/{i % self.sections}/{i}.html"
 
@@ -455,6 +474,42 @@ def real_refused(report: dict, site: TrapSite, base: str) -> list[str]:
 # -- the crawl runner (runs in a subprocess) -------------------------------------
 
 
+def _probe_lambda(site: TrapSite) -> dict:
+    """Measure, at each lambda visit of the memory store, what the pending
+    trap URLs (``site.is_trap_url``) received: the change of their cash
+    across the payout (O(accounts) per visit: a benchmark probe). Returns
+    the dict ``{"paid", "to_traps", "visits"}`` it keeps up to date."""
+    from scrapy_aopic.store.base import PENDING
+    from scrapy_aopic.store.memory import MemoryStore
+
+    figures = {"paid": 0.0, "to_traps": 0.0, "visits": 0}
+    original = MemoryStore.visit_lambda
+    trap: dict[str, bool] = {}
+
+    def held(store) -> float:
+        total = 0.0
+        for url, acc in store._accounts.items():
+            if acc.state == PENDING:
+                is_trap = trap.get(url)
+                if is_trap is None:
+                    is_trap = trap[url] = site.is_trap_url(url)
+                if is_trap:
+                    total += store._effective_cash(acc)
+        return total
+
+    def visit_lambda(store) -> float:
+        before = held(store)
+        paid = original(store)
+        if paid:
+            figures["paid"] += paid
+            figures["to_traps"] += held(store) - before
+            figures["visits"] += 1
+        return paid
+
+    MemoryStore.visit_lambda = visit_lambda
+    return figures
+
+
 def run_crawl_here(config: dict) -> dict:
     """Crawl ``config["seeds"]`` with ``config["settings"]``; the report has
     ``stats``, ``accounts`` (when the AOPIC frontier ran) and ``visits``."""
@@ -476,6 +531,9 @@ def run_crawl_here(config: dict) -> dict:
                         yield response.follow(href)
                     except ValueError:  # mailto:, javascript: (Scrapy refuses them)
                         continue
+
+    if config.get("lambda_probe"):
+        report_lambda = _probe_lambda(TrapSite(**config["lambda_probe"]))
 
     settings = {"LOG_LEVEL": "WARNING", "TELNETCONSOLE_ENABLED": False, "ROBOTSTXT_OBEY": True}
     settings.update(config.get("settings", {}))
@@ -500,6 +558,8 @@ def run_crawl_here(config: dict) -> dict:
         report["soft404_closed"] = list(guard_of(crawler).soft404.closed)
     except ImportError:
         pass
+    if config.get("lambda_probe"):
+        report["lambda"] = report_lambda
     report["stats"] = {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in crawler.stats.get_stats().items()}
     try:
         from scrapy_aopic.frontier import Frontier
@@ -516,8 +576,10 @@ def run_crawl_here(config: dict) -> dict:
     return report
 
 
-def run_crawl(seeds: list[str], settings: dict, timeout: float = 300) -> dict:
-    """Run :func:`run_crawl_here` in a fresh Python process; its report."""
+def run_crawl(seeds: list[str], settings: dict, timeout: float = 300, lambda_probe: dict | None = None) -> dict:
+    """Run :func:`run_crawl_here` in a fresh Python process; its report.
+    ``lambda_probe``: the :class:`TrapSite` arguments of the site crawled,
+    to measure lambda's payouts to its traps (``report["lambda"]``)."""
     import os
     import subprocess
     import tempfile
@@ -526,7 +588,7 @@ def run_crawl(seeds: list[str], settings: dict, timeout: float = 300) -> dict:
         cfg = os.path.join(tmp, "config.json")
         out = os.path.join(tmp, "report.json")
         with open(cfg, "w") as f:
-            json.dump({"seeds": seeds, "settings": settings, "out": out}, f)
+            json.dump({"seeds": seeds, "settings": settings, "out": out, "lambda_probe": lambda_probe}, f)
         result = subprocess.run([sys.executable, os.path.abspath(__file__), cfg], capture_output=True, text=True, timeout=timeout)
         if result.returncode != 0 or not os.path.exists(out):
             raise RuntimeError(f"crawl failed ({result.returncode}):\n{result.stderr[-4000:]}")

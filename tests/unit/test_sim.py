@@ -442,3 +442,48 @@ def test_default_policies_cover_the_spec_list():
     assert any(n.startswith("aopic T=") for n in names)
     assert any("tax=" in n for n in names)
     assert value_at(np.array([]), 3) == 0.0
+
+
+@pytest.mark.parametrize("targets", ["pending", "all", "pending-cash"])
+def test_lambda_payout_to_traps_is_measured_exactly(targets):
+    """The simulator's share of lambda's payouts landing in trap pages
+    (issue 16) matches a recount of the trap accounts' cash around each
+    payout, for every rule."""
+    from scrapy_aopic.sim.runner import lambda_trap_share, simulate
+    from scrapy_aopic.store.base import CRAWLED, LEASED, PENDING
+    from scrapy_aopic.store.memory import MemoryStore
+
+    graph = scale_free_web(3000, seed=2, trap_share=0.4, pages_per_trap=600, trap_fanout=30, trap_linkers=0)
+    trap = graph.labels == TRAP
+    policy = EnginePolicy(lambda_targets=targets)
+    recount = {"paid": 0.0, "to_traps": 0.0}
+
+    states = (PENDING, LEASED, CRAWLED) if targets == "all" else (PENDING,)
+
+    def trap_cash(store):
+        return sum(store._effective_cash(acc) for url, acc in store._accounts.items()
+                   if trap[int(url)] and acc.state in states)
+
+    original_start = policy.start
+
+    def start(*args):
+        original_start(*args)
+        measured = policy.store.visit_lambda
+
+        def checked():
+            store = policy.store
+            before = trap_cash(store)
+            paid = measured()
+            recount["paid"] += paid
+            recount["to_traps"] += trap_cash(store) - before
+            return paid
+
+        policy.store.visit_lambda = checked
+
+    policy.start = start
+    run = simulate(graph, policy, 1500)
+    assert run.lambda_log and recount["paid"] > 0
+    share = lambda_trap_share(run.lambda_log, 1500)
+    assert share == pytest.approx(recount["to_traps"] / recount["paid"], rel=1e-6, abs=1e-9)
+    assert 0.0 < share < 1.0
+    assert isinstance(policy.store, MemoryStore)

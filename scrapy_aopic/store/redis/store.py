@@ -81,8 +81,10 @@ class RedisStore(SharedSeeds, FrontierStore):
         readonly: bool = False,
     ):
         if lambda_targets not in ("pending", "all"):
+            # "pending-cash" (lambda paid by cash) is in the memory store only:
+            # the frontier falls back to "pending" before it builds this store.
             raise ValueError(
-                f"AOPIC_LAMBDA_TARGETS must be 'pending' or 'all', got {lambda_targets!r}"
+                f"AOPIC_LAMBDA_TARGETS must be 'pending' or 'all' with the Redis backend, got {lambda_targets!r}"
             )
         if not lease_timeout > 0:
             raise ValueError(f"lease_timeout must be > 0 seconds, got {lease_timeout!r}")
