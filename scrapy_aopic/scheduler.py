@@ -259,6 +259,8 @@ def parse_seed_entry(raw: bytes | str, policy: StoredRequestPolicy = DEFAULT_POL
         for key in meta:
             if policy.meta_refused(key):
                 raise ValueError(f"meta key {key!r} is refused (AOPIC_STORED_META_REFUSED)")
+        if not isinstance(meta.get("download_slot", ""), str):
+            raise ValueError("meta 'download_slot' is not a string")
     else:
         url = text
     if not isinstance(url, str):

@@ -40,7 +40,7 @@ from .. import signals as aopic_signals
 from ..engine import AopicEngine, RankedPage
 from ..hygiene.canonical import build_canonicalizer
 from ..hygiene.domains import origin_of
-from ..meta import CASH, DUPLICATE_DISTANCE, DUPLICATE_OF, KEY, LEASE, LINK, REGISTERED
+from ..meta import CASH, DOWNLOAD_SLOT, DUPLICATE_DISTANCE, DUPLICATE_OF, KEY, LEASE, LINK, REGISTERED
 from ..compat import close_spider, keep_cookie_domains_offline
 from ..store.base import STATE_NAMES, FrontierLost, FrontierStore, Lease, Link, StoreStalled, StoreUnavailable
 from ..store.journal import JournaledStore
@@ -306,10 +306,19 @@ class Frontier:
     @staticmethod
     def host_of(request: Request) -> str:
         """The politeness key of ``request``: Scrapy's download slot key."""
-        slot = request.meta.get("download_slot")
+        slot = request.meta.get(DOWNLOAD_SLOT)
         if slot is not None:
             return slot
         return urlparse_cached(request).hostname or ""
+
+    def _drop_scrapy_slot(self, meta: dict, origin: str | None) -> None:
+        """Remove from ``meta`` a ``download_slot`` that Scrapy's downloader
+        wrote on the request it was copied from (``origin``: that request's
+        URL): it is Scrapy's bookkeeping for that fetch, not the spider's
+        choice for this one. A slot the spider set is kept."""
+        slot = meta.get(DOWNLOAD_SLOT)
+        if slot is not None and origin is not None and self.probe.is_default_slot(slot, origin):
+            del meta[DOWNLOAD_SLOT]
 
     def _request_data(self, request: Request, key: str) -> Any:
         return encode_request(request, key, self.spider, portable=self._portable)
@@ -357,6 +366,8 @@ class Frontier:
             if request.priority > 0 and not request.dont_filter:
                 return self._to_lane(request, meta.get(KEY))
             return True
+        if copied:
+            self._drop_scrapy_slot(meta, meta.get(KEY))
         for name in ISSUED_META:  # copied from another request: not this one's
             meta.pop(name, None)
         key = self.canonicalize(request.url)
@@ -503,6 +514,7 @@ class Frontier:
     def _enqueue_follow_up(self, request: Request, lease: Lease) -> bool:
         """A request derived from a leased one (redirect, retry, a
         middleware's replacement) carries the lease's cash to its URL."""
+        self._drop_scrapy_slot(request.meta, lease.url)
         key = self.canonicalize(request.url)
         if key is None:
             self.ledger.fail(lease, "unfetchable_redirect")
@@ -752,13 +764,20 @@ class Frontier:
         Keys the frontier issued to the response's request
         (:data:`ISSUED_META`) are removed from the output first: a spider
         that builds requests with ``meta=response.meta`` copies them, and
-        they count only for the request they were issued to.
+        they count only for the request they were issued to. So does the
+        ``download_slot`` Scrapy's downloader wrote on the response's
+        request (a slot the spider set there is copied as Scrapy would).
         """
+        scrapy_slot = response.meta.get(DOWNLOAD_SLOT)
+        if scrapy_slot is not None and not self.probe.is_default_slot(scrapy_slot, response.request.url):
+            scrapy_slot = None  # the spider's own
         for request in requests:
             meta = request.meta
             for name in ISSUED_META:
                 if name in meta:
                     del meta[name]
+            if scrapy_slot is not None and meta.get(DOWNLOAD_SLOT) == scrapy_slot:
+                del meta[DOWNLOAD_SLOT]
             # What a callback or errback yields is never a start request,
             # whatever meta it copied (a retry of a start request).
             meta.pop("is_start_request", None)
@@ -918,7 +937,7 @@ class Frontier:
         """:meth:`host_of` for a page's links, without a full ``urlparse``
         per link (and without caching it on every request): the host name
         depends only on the URL's ``scheme://netloc``, memoized."""
-        slot = meta.get("download_slot")
+        slot = meta.get(DOWNLOAD_SLOT)
         if slot is not None:
             return slot
         url = request.url

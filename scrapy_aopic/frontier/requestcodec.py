@@ -28,10 +28,14 @@ from urllib.parse import urlsplit
 from scrapy import FormRequest, Request, Spider
 from scrapy.http import JsonRequest, XmlRpcRequest
 
+from ..meta import DOWNLOAD_SLOT
 from ..store.base import REFERER_KEY, UnreadableData
 
 
 #: meta keys the frontier itself sets or that Scrapy recomputes per fetch.
+#: (Not ``download_slot``: one the spider set is kept, and one Scrapy's
+#: downloader wrote is removed by the frontier before a request is stored,
+#: see ``Frontier.enqueue``.)
 TRANSIENT_META = frozenset(
     {
         "aopic_lease",
@@ -41,7 +45,6 @@ TRANSIENT_META = frozenset(
         "aopic_duplicate_of",
         "aopic_duplicate_distance",
         "depth",
-        "download_slot",
         "download_latency",
         "download_timeout",
         "is_start_request",
@@ -142,6 +145,10 @@ def encode_request(
             return referred
     if not portable:
         return request
+    slot = request.meta.get(DOWNLOAD_SLOT)
+    if slot is not None and not isinstance(slot, str):
+        # Read back it would be refused (see _request_from_data): keep it in memory.
+        raise UnserializableRequest(f"meta[{DOWNLOAD_SLOT!r}] is a {type(slot).__name__}, not a string")
     try:
         data = request.to_dict(spider=spider)
     except ValueError as exc:  # a callback that is not a method of the spider
@@ -177,9 +184,12 @@ REQUEST_CLASSES = {
 #: Meta keys a stored request may not carry (they change where or how the
 #: request is sent, or hand data to plugins that act on it): a planted
 #: entry must not route the crawl through an attacker's proxy.
-#: ``AOPIC_STORED_META_REFUSED`` replaces the list.
+#: ``AOPIC_STORED_META_REFUSED`` replaces the list. ``download_slot`` is not
+#: in it: it only groups requests for concurrency and delays (the frontier
+#: already takes an account's host from the store), and a spider's own slot
+#: must come back with its request; it must be a string.
 REFUSED_META = (
-    "proxy", "_auth_proxy", "bindaddress", "download_slot", "download_timeout", "download_maxsize",
+    "proxy", "_auth_proxy", "bindaddress", "download_timeout", "download_maxsize",
     "download_warnsize", "download_fail_on_dataloss", "cookiejar", "dont_merge_cookies",
     "ftp_user", "ftp_password", "ftp_local_filename", "dont_obey_robotstxt", "allow_offsite",
     "referrer_policy", "impersonate", "playwright*", "splash*", "selenium*", "zyte_api*", "crawlera*",
@@ -268,6 +278,9 @@ def _request_from_data(data: dict, spider: Spider | None, policy: StoredRequestP
     for key in meta:
         if policy.meta_refused(key):
             raise UndecodableRequest(f"meta key {key!r} is refused from stored data (AOPIC_STORED_META_REFUSED)")
+    slot = meta.get(DOWNLOAD_SLOT)
+    if slot is not None and not isinstance(slot, str):
+        raise UndecodableRequest(f"meta[{DOWNLOAD_SLOT!r}] is not a string")
     kwargs = {key: value for key, value in data.items() if key in request_cls.attributes and key not in ("callback", "errback")}
     for name in ("callback", "errback"):
         if data.get(name):

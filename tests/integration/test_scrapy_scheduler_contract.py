@@ -8,9 +8,8 @@ AOPIC's contract (cash order, the direct lane for priority > 0, the frontier
 as duplicate filter) replaces Scrapy's.
 
 Ported but failing, kept as strict xfails (known gaps of the add-on):
-test_logic (a request's own meta["download_slot"] is not kept on the request
-handed out) and test_unserializable_requests_data_urls (non-HTTP requests are
-refused at enqueue). test_migration passes by a warning: a JOBDIR of Scrapy's
+test_unserializable_requests_data_urls (non-HTTP requests are refused at
+enqueue). test_migration passes by a warning: a JOBDIR of Scrapy's
 scheduler is not read.
 
 Not ported (Scrapy test: why):
@@ -261,8 +260,6 @@ class SlotDownloader:
 
 
 @ON_DISK
-@pytest.mark.xfail(strict=True, reason="a request's own meta['download_slot'] is ordered by but not kept on the "
-                   "handed-out request (TRANSIENT_META strips it), so the downloader slots it by host name")
 def test_logic(tmp_path, reopen):
     # Scrapy: tests/test_scheduler.py::TestSchedulerWithDownloaderAwareInMemory::test_logic,
     # ::TestSchedulerWithDownloaderAwareOnDisk::test_logic.
