@@ -370,12 +370,14 @@ class Frontier:
             self._drop_scrapy_slot(meta, meta.get(KEY))
         for name in ISSUED_META:  # copied from another request: not this one's
             meta.pop(name, None)
+        if meta.get(LINK) is False:
+            return self._to_lane(request, None)  # any URL Scrapy may download (data:, file:...)
         key = self.canonicalize(request.url)
         if key is None:
-            self._count_refusal("unfetchable_url", request.url)
+            if meta.get("is_start_request") and not copied:
+                return self._schedule_without_account(request)
+            self._refuse_unfetchable(request.url)
             return False
-        if meta.get(LINK) is False:
-            return self._to_lane(request, None)
         depth = meta.get("depth", 0)
         reason = self.link_filters.refusal(request.url, key, request, depth)
         if reason:
@@ -408,6 +410,31 @@ class Frontier:
             return self._to_lane(request, key)
         self.stats.inc_value("aopic/duplicates_merged")
         return False
+
+    def _schedule_without_account(self, request: Request) -> bool:
+        """A start request whose URL has no canonical form (``data:``,
+        ``file:``, ``ftp:``, ``s3:``...): Scrapy may download it, the
+        frontier cannot give it an account. It is fetched as it is from the
+        direct lane, holding no cash (no seed cash is injected for it, so
+        the books are unaffected; its page's links get no share from it)."""
+        if not self._to_lane(request, None):
+            return False
+        self.stats.inc_value("aopic/lane/not_http")
+        self._warn_once(
+            "not_http", "aopic: %s has no canonical http(s) URL: fetched as it is from the direct lane, "
+            "without cash (its links get no share from it; stat aopic/lane/not_http; said once)",
+            request, level=logging.INFO,
+        )
+        return True
+
+    def _refuse_unfetchable(self, url: str) -> None:
+        """A link whose URL has no canonical http(s) form: not followed."""
+        self._count_refusal("unfetchable_url", url)
+        self._warn_once(
+            "unfetchable_link", "aopic: links without a canonical http(s) URL (%s) are not followed "
+            "(stat aopic/refused/unfetchable_url; a request with meta={'aopic_link': False} is "
+            "fetched as it is; said once)", url[:200],
+        )
 
     def _to_lane(self, request: Request, key: str | None) -> bool:
         """Queue ``request`` in the direct lane. With ``key``, the lane takes
@@ -481,7 +508,10 @@ class Frontier:
                     url, key, host = record["url"], record["key"], record["host"]
                     if not isinstance(url, str) or not isinstance(host, str) or not isinstance(key, (str, type(None))):
                         raise ValueError("bad field types")
-                    request = decode_request(url, record["request"], self.spider, self.stored_policy)
+                    # A request without an account is one the spider made (it
+                    # may be data:, file:...); a link's must be http(s).
+                    request = decode_request(url, record["request"], self.spider, self.stored_policy,
+                                             any_scheme=key is None)
                 except (ValueError, KeyError, TypeError) as exc:
                     self.stats.inc_value("aopic/lane/unreadable")
                     logger.warning("aopic: %s line %d skipped: %s", path, number, exc)
@@ -506,10 +536,10 @@ class Frontier:
         except (AttributeError, RuntimeError):  # no engine: a scheduler used on its own
             pass
 
-    def _warn_once(self, topic: str, message: str, *args: Any) -> None:
+    def _warn_once(self, topic: str, message: str, *args: Any, level: int = logging.WARNING) -> None:
         if topic not in self._warned:
             self._warned.add(topic)
-            logger.warning(message, *args)
+            logger.log(level, message, *args)
 
     def _enqueue_follow_up(self, request: Request, lease: Lease) -> bool:
         """A request derived from a leased one (redirect, retry, a
@@ -814,7 +844,7 @@ class Frontier:
             url = request.url
             key = canonicalize(url)
             if key is None:
-                self._count_refusal("unfetchable_url", url)
+                self._refuse_unfetchable(url)
                 continue
             reason = refusal(url, key, request, depth)
             if reason:

@@ -261,7 +261,7 @@ def spider_method(spider: Spider | None, name: Any) -> Any:
     raise UndecodableRequest(f"callback {name!r} is not a method defined by the spider's class")
 
 
-def _request_from_data(data: dict, spider: Spider | None, policy: StoredRequestPolicy) -> Request:
+def _request_from_data(data: dict, spider: Spider | None, policy: StoredRequestPolicy, any_scheme: bool) -> Request:
     """A request from its stored fields, checked field by field (never
     Scrapy's ``request_from_dict``, which imports and resolves whatever the
     data names)."""
@@ -270,7 +270,7 @@ def _request_from_data(data: dict, spider: Spider | None, policy: StoredRequestP
     if request_cls is None:
         raise UndecodableRequest(f"request class {class_name!r} is not allowed")
     url = data.get("url")
-    if not isinstance(url, str) or urlsplit(url).scheme.lower() not in ("http", "https"):
+    if not isinstance(url, str) or not (any_scheme or urlsplit(url).scheme.lower() in ("http", "https")):
         raise UndecodableRequest(f"not an http(s) URL: {str(url)[:80]!r}")
     meta = data.get("meta") or {}
     if not isinstance(meta, dict):
@@ -288,19 +288,25 @@ def _request_from_data(data: dict, spider: Spider | None, policy: StoredRequestP
     return request_cls(**kwargs)
 
 
-def decode_request(url: str, data: Any, spider: Spider | None, policy: StoredRequestPolicy = DEFAULT_POLICY) -> Request:
+def decode_request(
+    url: str, data: Any, spider: Spider | None, policy: StoredRequestPolicy = DEFAULT_POLICY, *,
+    any_scheme: bool = False,
+) -> Request:
     """A fresh :class:`~scrapy.Request` for account ``url`` from stored ``data``.
 
     Raises :class:`UndecodableRequest` for data that is not a request the
     add-on writes: a class, callback, URL scheme or meta key it does not
-    allow, or data nested or sized beyond the bounds.
+    allow, or data nested or sized beyond the bounds. URLs must be http(s)
+    (a ``file:`` URL planted in a shared store would read local files)
+    unless ``any_scheme``: data this crawl wrote to its own ``JOBDIR`` for
+    a request the spider itself made (the direct lane).
     """
     if data is None:
         return Request(url)
     if isinstance(data, UnreadableData):
         raise UndecodableRequest(f"stored request for {url} is unreadable: {data.reason}")
     if isinstance(data, str):
-        if urlsplit(data).scheme.lower() not in ("http", "https"):
+        if not any_scheme and urlsplit(data).scheme.lower() not in ("http", "https"):
             raise UndecodableRequest(f"stored URL for {url} is not http(s): {data[:80]!r}")
         return Request(data)
     if isinstance(data, Referred):
@@ -313,7 +319,7 @@ def decode_request(url: str, data: Any, spider: Spider | None, policy: StoredReq
             return Request(data.get("url") or url, headers={b"Referer": referer.encode("latin-1")})
         try:
             _check_depth(data)
-            return _request_from_data(_from_jsonable(data), spider, policy)
+            return _request_from_data(_from_jsonable(data), spider, policy, any_scheme)
         except UndecodableRequest as exc:
             raise UndecodableRequest(f"stored request for {url} refused: {exc}") from None
         except Exception as exc:  # bad field values

@@ -429,3 +429,44 @@ def test_download_slot_of_the_spider_is_kept_and_scrapys_is_not(tmp_path, reques
     assert frontier.ledger.fail(frontier.lease_of(out["http://b.example/2"]), "test")
     scheduler.close("finished")
     assert crawler.stats.get_value("aopic/conservation_error") < 1e-9
+
+
+@pytest.mark.parametrize("jobdir", [False, True], ids=["memory", "jobdir"])
+def test_non_http_start_and_non_link_requests_are_scheduled_links_are_not(tmp_path, caplog, jobdir):
+    """Scrapy downloads data:, file:, ftp:, s3: URLs: a start request or a
+    non-link request for one is fetched as it is (the direct lane, no cash;
+    kept across a JOBDIR restart); a followed link to one is refused as a
+    link, counted and said once."""
+    import logging
+
+    settings = {"JOBDIR": str(tmp_path / "job")} if jobdir else {}
+    scheduler, crawler = make_scheduler(settings)
+    with caplog.at_level(logging.INFO, logger="scrapy_aopic"):
+        assert scheduler.enqueue_request(seed("data:,start"))
+        assert scheduler.enqueue_request(seed("file:///tmp/start.html"))
+        assert scheduler.enqueue_request(Request("ftp://a.example/f", meta={"aopic_link": False}))
+        assert scheduler.enqueue_request(Request("s3://bucket/k", meta={"aopic_link": False}))
+        assert not scheduler.enqueue_request(Request("s3://bucket/k", meta={"aopic_link": False}))  # a duplicate
+        assert scheduler.enqueue_request(seed("http://a.example/"))
+        assert not scheduler.enqueue_request(Request("data:,link"))  # a link
+        assert not scheduler.enqueue_request(Request("file:///etc/passwd"))
+    stats = crawler.stats
+    assert stats.get_value("aopic/lane/not_http") == 2
+    assert stats.get_value("aopic/refused/unfetchable_url") == 2
+    assert caplog.text.count("are not followed") == 1
+    assert caplog.text.count("has no canonical http(s) URL") == 1
+    assert scheduler.frontier.engine.totals().injected == scheduler.frontier.seed_cash  # the http seed only
+    assert len(scheduler) == 5
+    if jobdir:
+        scheduler.close("shutdown")
+        scheduler, crawler = make_scheduler(settings)
+        assert crawler.stats.get_value("aopic/lane/resumed") == 4
+    out = drain(scheduler)
+    assert sorted(r.url for r in out) == sorted([
+        "data:,start", "file:///tmp/start.html", "ftp://a.example/f", "s3://bucket/k", "http://a.example/"])
+    links = scheduler.frontier.visit(_html(next(r for r in out if r.url.startswith("http:"))),
+                                     [Request("data:,in-page"), Request("http://a.example/b")])
+    assert [r.url for r in links] == ["http://a.example/b"]
+    assert crawler.stats.get_value("aopic/refused/unfetchable_url") >= 1
+    scheduler.close("finished")
+    assert crawler.stats.get_value("aopic/conservation_error") < 1e-9
