@@ -72,7 +72,7 @@ _frontiers: weakref.WeakKeyDictionary[Crawler, Frontier] = weakref.WeakKeyDictio
 #: Keys the frontier issues to one request: a spider that copies a
 #: response's meta into a new request (``meta=response.meta``) must not
 #: carry them along.
-ISSUED_META = (LEASE, KEY, REGISTERED, CASH, DUPLICATE_OF, DUPLICATE_DISTANCE)
+ISSUED_META = frozenset((LEASE, KEY, REGISTERED, CASH, DUPLICATE_OF, DUPLICATE_DISTANCE))
 #: File in ``JOBDIR`` holding the direct lane between runs.
 LANE_FILE = Path("aopic", "lane.jsonl")
 
@@ -177,6 +177,7 @@ class Frontier:
         crawler.signals.connect(self._on_request_dropped, signal=signals.request_dropped)
         crawler.signals.connect(self._on_request_scheduled, signal=signals.request_scheduled)
         self._offsite: LinkFilter | None = None
+        self._shared = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Frontier:
@@ -206,6 +207,7 @@ class Frontier:
             return
         self.spider = spider
         self.store = self._build_store(spider)
+        self._shared = self.store.shared  # fixed per store; read on every request out
         if self.recrawl is not None:
             self.recrawl.open(self.store)
         self.engine = AopicEngine(
@@ -354,7 +356,8 @@ class Frontier:
         ("Your spider's requests"): links are accounts ordered by cash;
         non-links, ``dont_filter`` requests for known URLs and positive
         priorities go through the direct lane."""
-        self.ledger.sweep()
+        if self.ledger.gone:
+            self.ledger.sweep()
         meta = request.meta
         copied = LEASE in meta  # a request made from one this frontier handed out
         lease = self.ledger.lease_of(request) if copied else None
@@ -368,8 +371,9 @@ class Frontier:
             return True
         if copied:
             self._drop_scrapy_slot(meta, meta.get(KEY))
-        for name in ISSUED_META:  # copied from another request: not this one's
-            meta.pop(name, None)
+        if not ISSUED_META.isdisjoint(meta):  # copied from another request: not this one's
+            for name in ISSUED_META:
+                meta.pop(name, None)
         if meta.get(LINK) is False:
             return self._to_lane(request, None)  # any URL Scrapy may download (data:, file:...)
         key = self.canonicalize(request.url)
@@ -582,7 +586,8 @@ class Frontier:
         less than its share (``AOPIC_DIRECT_LANE_SHARE``) of what was handed
         out, else the richest pending URL whose host can be fetched now,
         leased; the lane again when nothing cash-ordered can go."""
-        self.ledger.sweep()
+        if self.ledger.gone:
+            self.ledger.sweep()
         lane_first = len(self.lane) and self._handed_out_lane < self.lane_share * (self._handed_out + 1)
         request = self._next_from_lane() if lane_first else None
         if request is None:
@@ -631,7 +636,7 @@ class Frontier:
 
     def _next_by_cash(self) -> Request | None:
         """The richest pending URL whose host can be fetched now, leased."""
-        if self.shared:
+        if self._shared:
             return self._next_request_shared()
         if self._upkeep_due:
             # Once per request handed out, not per call: the engine asks
@@ -704,8 +709,9 @@ class Frontier:
 
     def _mark(self, request: Request, lease: Lease) -> None:
         meta = request.meta
-        for name in ISSUED_META:
-            meta.pop(name, None)
+        if not ISSUED_META.isdisjoint(meta):  # a fresh request from the store has none
+            for name in ISSUED_META:
+                meta.pop(name, None)
         meta[LEASE] = lease.lease_id
         meta[KEY] = lease.url
         meta[CASH] = lease.cash
@@ -803,9 +809,9 @@ class Frontier:
             scrapy_slot = None  # the spider's own
         for request in requests:
             meta = request.meta
-            for name in ISSUED_META:
-                if name in meta:
-                    del meta[name]
+            if not ISSUED_META.isdisjoint(meta):
+                for name in ISSUED_META:
+                    meta.pop(name, None)
             if scrapy_slot is not None and meta.get(DOWNLOAD_SLOT) == scrapy_slot:
                 del meta[DOWNLOAD_SLOT]
             # What a callback or errback yields is never a start request,
@@ -834,7 +840,7 @@ class Frontier:
         # A known URL's stored request is never replaced by a later link's,
         # so only new URLs are encoded (a shared store would cost a round
         # trip to ask: it gets every link's data).
-        knows = None if self.shared else self.store.knows
+        knows = None if self._shared else self.store.knows
         dont_filter_keys: set[str] = set()  # the same dont_filter link twice: two fetches
         for request in requests:
             meta = request.meta
