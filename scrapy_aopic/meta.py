@@ -28,3 +28,7 @@ DEDUP = "aopic_dedup"
 RECRAWL_CHANGED = "aopic_recrawl_changed"
 #: Where another component may leave a SimHash of the page.
 SIMHASH = "aopic_simhash"
+#: Scrapy's own key: the download slot of a request. Scrapy's downloader
+#: writes it on every request it fetches (the host name when the spider set
+#: none); a value the spider set is the user's and is kept.
+DOWNLOAD_SLOT = "download_slot"

@@ -563,13 +563,14 @@ define("AOPIC_STORED_META_REFUSED", None, "redis", """
     Meta keys a request read back from the frontier may not carry; one that
     does is refused (its cash goes to lambda, one warning naming the key).
     ``None`` (default): the keys that change where or how a request is sent
-    or hand it to a plugin — ``proxy``, ``bindaddress``, ``download_slot``,
+    or hand it to a plugin — ``proxy``, ``bindaddress``,
     ``download_timeout``, ``download_maxsize``, ``cookiejar``, ``ftp_*``
     credentials, ``dont_obey_robotstxt``, ``allow_offsite``, ``impersonate``,
     ``playwright*``, ``splash*``, ``selenium*``, ``zyte_api*``,
     ``crawlera*`` — and every key starting with ``_``. A list replaces it
     (an entry ending in ``*`` is a prefix). Keys a spider sets for its own
-    use pass.""")
+    use pass, and so does a spider's own ``download_slot`` (a string: it
+    only groups requests for concurrency and delays).""")
 
 # --- users' side: report, command, graph export ----------------------------
 

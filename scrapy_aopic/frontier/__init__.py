@@ -40,7 +40,7 @@ from .. import signals as aopic_signals
 from ..engine import AopicEngine, RankedPage
 from ..hygiene.canonical import build_canonicalizer
 from ..hygiene.domains import origin_of
-from ..meta import CASH, DUPLICATE_DISTANCE, DUPLICATE_OF, KEY, LEASE, LINK, REGISTERED
+from ..meta import CASH, DOWNLOAD_SLOT, DUPLICATE_DISTANCE, DUPLICATE_OF, KEY, LEASE, LINK, REGISTERED
 from ..compat import close_spider, keep_cookie_domains_offline
 from ..store.base import STATE_NAMES, FrontierLost, FrontierStore, Lease, Link, StoreStalled, StoreUnavailable
 from ..store.journal import JournaledStore
@@ -72,7 +72,7 @@ _frontiers: weakref.WeakKeyDictionary[Crawler, Frontier] = weakref.WeakKeyDictio
 #: Keys the frontier issues to one request: a spider that copies a
 #: response's meta into a new request (``meta=response.meta``) must not
 #: carry them along.
-ISSUED_META = (LEASE, KEY, REGISTERED, CASH, DUPLICATE_OF, DUPLICATE_DISTANCE)
+ISSUED_META = frozenset((LEASE, KEY, REGISTERED, CASH, DUPLICATE_OF, DUPLICATE_DISTANCE))
 #: File in ``JOBDIR`` holding the direct lane between runs.
 LANE_FILE = Path("aopic", "lane.jsonl")
 
@@ -177,6 +177,7 @@ class Frontier:
         crawler.signals.connect(self._on_request_dropped, signal=signals.request_dropped)
         crawler.signals.connect(self._on_request_scheduled, signal=signals.request_scheduled)
         self._offsite: LinkFilter | None = None
+        self._shared = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Frontier:
@@ -206,6 +207,7 @@ class Frontier:
             return
         self.spider = spider
         self.store = self._build_store(spider)
+        self._shared = self.store.shared  # fixed per store; read on every request out
         if self.recrawl is not None:
             self.recrawl.open(self.store)
         self.engine = AopicEngine(
@@ -316,10 +318,19 @@ class Frontier:
     @staticmethod
     def host_of(request: Request) -> str:
         """The politeness key of ``request``: Scrapy's download slot key."""
-        slot = request.meta.get("download_slot")
+        slot = request.meta.get(DOWNLOAD_SLOT)
         if slot is not None:
             return slot
         return urlparse_cached(request).hostname or ""
+
+    def _drop_scrapy_slot(self, meta: dict, origin: str | None) -> None:
+        """Remove from ``meta`` a ``download_slot`` that Scrapy's downloader
+        wrote on the request it was copied from (``origin``: that request's
+        URL): it is Scrapy's bookkeeping for that fetch, not the spider's
+        choice for this one. A slot the spider set is kept."""
+        slot = meta.get(DOWNLOAD_SLOT)
+        if slot is not None and origin is not None and self.probe.is_default_slot(slot, origin):
+            del meta[DOWNLOAD_SLOT]
 
     def _request_data(self, request: Request, key: str) -> Any:
         return encode_request(request, key, self.spider, portable=self._portable)
@@ -355,7 +366,8 @@ class Frontier:
         ("Your spider's requests"): links are accounts ordered by cash;
         non-links, ``dont_filter`` requests for known URLs and positive
         priorities go through the direct lane."""
-        self.ledger.sweep()
+        if self.ledger.gone:
+            self.ledger.sweep()
         meta = request.meta
         copied = LEASE in meta  # a request made from one this frontier handed out
         lease = self.ledger.lease_of(request) if copied else None
@@ -367,14 +379,19 @@ class Frontier:
             if request.priority > 0 and not request.dont_filter:
                 return self._to_lane(request, meta.get(KEY))
             return True
-        for name in ISSUED_META:  # copied from another request: not this one's
-            meta.pop(name, None)
+        if copied:
+            self._drop_scrapy_slot(meta, meta.get(KEY))
+        if not ISSUED_META.isdisjoint(meta):  # copied from another request: not this one's
+            for name in ISSUED_META:
+                meta.pop(name, None)
+        if meta.get(LINK) is False:
+            return self._to_lane(request, None)  # any URL Scrapy may download (data:, file:...)
         key = self.canonicalize(request.url)
         if key is None:
-            self._count_refusal("unfetchable_url", request.url)
+            if meta.get("is_start_request") and not copied:
+                return self._schedule_without_account(request)
+            self._refuse_unfetchable(request.url)
             return False
-        if meta.get(LINK) is False:
-            return self._to_lane(request, None)
         depth = meta.get("depth", 0)
         reason = self.link_filters.refusal(request.url, key, request, depth)
         if reason:
@@ -407,6 +424,31 @@ class Frontier:
             return self._to_lane(request, key)
         self.stats.inc_value("aopic/duplicates_merged")
         return False
+
+    def _schedule_without_account(self, request: Request) -> bool:
+        """A start request whose URL has no canonical form (``data:``,
+        ``file:``, ``ftp:``, ``s3:``...): Scrapy may download it, the
+        frontier cannot give it an account. It is fetched as it is from the
+        direct lane, holding no cash (no seed cash is injected for it, so
+        the books are unaffected; its page's links get no share from it)."""
+        if not self._to_lane(request, None):
+            return False
+        self.stats.inc_value("aopic/lane/not_http")
+        self._warn_once(
+            "not_http", "aopic: %s has no canonical http(s) URL: fetched as it is from the direct lane, "
+            "without cash (its links get no share from it; stat aopic/lane/not_http; said once)",
+            request, level=logging.INFO,
+        )
+        return True
+
+    def _refuse_unfetchable(self, url: str) -> None:
+        """A link whose URL has no canonical http(s) form: not followed."""
+        self._count_refusal("unfetchable_url", url)
+        self._warn_once(
+            "unfetchable_link", "aopic: links without a canonical http(s) URL (%s) are not followed "
+            "(stat aopic/refused/unfetchable_url; a request with meta={'aopic_link': False} is "
+            "fetched as it is; said once)", url[:200],
+        )
 
     def _to_lane(self, request: Request, key: str | None) -> bool:
         """Queue ``request`` in the direct lane. With ``key``, the lane takes
@@ -480,7 +522,10 @@ class Frontier:
                     url, key, host = record["url"], record["key"], record["host"]
                     if not isinstance(url, str) or not isinstance(host, str) or not isinstance(key, (str, type(None))):
                         raise ValueError("bad field types")
-                    request = decode_request(url, record["request"], self.spider, self.stored_policy)
+                    # A request without an account is one the spider made (it
+                    # may be data:, file:...); a link's must be http(s).
+                    request = decode_request(url, record["request"], self.spider, self.stored_policy,
+                                             any_scheme=key is None)
                 except (ValueError, KeyError, TypeError) as exc:
                     self.stats.inc_value("aopic/lane/unreadable")
                     logger.warning("aopic: %s line %d skipped: %s", path, number, exc)
@@ -505,14 +550,15 @@ class Frontier:
         except (AttributeError, RuntimeError):  # no engine: a scheduler used on its own
             pass
 
-    def _warn_once(self, topic: str, message: str, *args: Any) -> None:
+    def _warn_once(self, topic: str, message: str, *args: Any, level: int = logging.WARNING) -> None:
         if topic not in self._warned:
             self._warned.add(topic)
-            logger.warning(message, *args)
+            logger.log(level, message, *args)
 
     def _enqueue_follow_up(self, request: Request, lease: Lease) -> bool:
         """A request derived from a leased one (redirect, retry, a
         middleware's replacement) carries the lease's cash to its URL."""
+        self._drop_scrapy_slot(request.meta, lease.url)
         key = self.canonicalize(request.url)
         if key is None:
             self.ledger.fail(lease, "unfetchable_redirect")
@@ -550,7 +596,8 @@ class Frontier:
         less than its share (``AOPIC_DIRECT_LANE_SHARE``) of what was handed
         out, else the richest pending URL whose host can be fetched now,
         leased; the lane again when nothing cash-ordered can go."""
-        self.ledger.sweep()
+        if self.ledger.gone:
+            self.ledger.sweep()
         lane_first = len(self.lane) and self._handed_out_lane < self.lane_share * (self._handed_out + 1)
         request = self._next_from_lane() if lane_first else None
         if request is None:
@@ -599,7 +646,7 @@ class Frontier:
 
     def _next_by_cash(self) -> Request | None:
         """The richest pending URL whose host can be fetched now, leased."""
-        if self.shared:
+        if self._shared:
             return self._next_request_shared()
         if self._upkeep_due:
             # Once per request handed out, not per call: the engine asks
@@ -672,8 +719,9 @@ class Frontier:
 
     def _mark(self, request: Request, lease: Lease) -> None:
         meta = request.meta
-        for name in ISSUED_META:
-            meta.pop(name, None)
+        if not ISSUED_META.isdisjoint(meta):  # a fresh request from the store has none
+            for name in ISSUED_META:
+                meta.pop(name, None)
         meta[LEASE] = lease.lease_id
         meta[KEY] = lease.url
         meta[CASH] = lease.cash
@@ -762,13 +810,20 @@ class Frontier:
         Keys the frontier issued to the response's request
         (:data:`ISSUED_META`) are removed from the output first: a spider
         that builds requests with ``meta=response.meta`` copies them, and
-        they count only for the request they were issued to.
+        they count only for the request they were issued to. So does the
+        ``download_slot`` Scrapy's downloader wrote on the response's
+        request (a slot the spider set there is copied as Scrapy would).
         """
+        scrapy_slot = response.meta.get(DOWNLOAD_SLOT)
+        if scrapy_slot is not None and not self.probe.is_default_slot(scrapy_slot, response.request.url):
+            scrapy_slot = None  # the spider's own
         for request in requests:
             meta = request.meta
-            for name in ISSUED_META:
-                if name in meta:
-                    del meta[name]
+            if not ISSUED_META.isdisjoint(meta):
+                for name in ISSUED_META:
+                    meta.pop(name, None)
+            if scrapy_slot is not None and meta.get(DOWNLOAD_SLOT) == scrapy_slot:
+                del meta[DOWNLOAD_SLOT]
             # What a callback or errback yields is never a start request,
             # whatever meta it copied (a retry of a start request).
             meta.pop("is_start_request", None)
@@ -795,7 +850,7 @@ class Frontier:
         # A known URL's stored request is never replaced by a later link's,
         # so only new URLs are encoded (a shared store would cost a round
         # trip to ask: it gets every link's data).
-        knows = None if self.shared else self.store.knows
+        knows = None if self._shared else self.store.knows
         dont_filter_keys: set[str] = set()  # the same dont_filter link twice: two fetches
         for request in requests:
             meta = request.meta
@@ -805,7 +860,7 @@ class Frontier:
             url = request.url
             key = canonicalize(url)
             if key is None:
-                self._count_refusal("unfetchable_url", url)
+                self._refuse_unfetchable(url)
                 continue
             reason = refusal(url, key, request, depth)
             if reason:
@@ -928,7 +983,7 @@ class Frontier:
         """:meth:`host_of` for a page's links, without a full ``urlparse``
         per link (and without caching it on every request): the host name
         depends only on the URL's ``scheme://netloc``, memoized."""
-        slot = meta.get("download_slot")
+        slot = meta.get(DOWNLOAD_SLOT)
         if slot is not None:
             return slot
         url = request.url

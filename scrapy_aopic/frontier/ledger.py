@@ -36,13 +36,13 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..meta import LEASE
-from ..store.base import StoreStalled
+from ..store.base import Lease, StoreStalled
 
 if TYPE_CHECKING:
     from scrapy import Request
 
     from ..engine import AopicEngine, VisitResult
-    from ..store.base import Lease, Link
+    from ..store.base import Link
 
 logger = logging.getLogger(__name__)
 
@@ -60,42 +60,51 @@ class Ledger:
     def __init__(self, engine: AopicEngine, stats) -> None:
         self.engine = engine
         self.stats = stats
-        self._leases: dict[int, Lease] = {}
+        #: lease id -> the lease's fields as a plain tuple: the garbage
+        #: collector stops tracking a tuple of strings and numbers, not a
+        #: NamedTuple, and every request in flight holds one (the watch
+        #: below is the other object its lease costs the collector)
+        self._leases: dict[int, tuple] = {}
         #: lease id -> weak reference to its request (dropped at settlement,
         #: so that a settled request's end calls nothing)
         self._watches: dict[int, _Watch] = {}
-        #: lease ids whose request was garbage-collected (see :meth:`sweep`)
-        self._gone: list[int] = []
+        #: lease ids whose request was garbage-collected (see :meth:`sweep`;
+        #: callers test it before calling, once per request in and out)
+        self.gone: list[int] = []
+        # One callback for every watch (a bound method made per request
+        # would be one more object for the garbage collector to track).
+        self._on_gone = self._request_gone
 
     # -- leases -------------------------------------------------------------------
 
     def open(self, lease: Lease, request: Request | None = None) -> None:
         """``lease`` was handed out with ``request`` (watched: see :meth:`sweep`)."""
-        self._leases[lease.lease_id] = lease
+        self._leases[lease.lease_id] = tuple(lease)
         if request is not None:
-            watch = _Watch(request, self._request_gone)
+            watch = _Watch(request, self._on_gone)
             watch.lease_id = lease.lease_id
             self._watches[lease.lease_id] = watch
 
     def _request_gone(self, watch: _Watch) -> None:
         # Called by the garbage collector: only note it (see sweep).
-        self._gone.append(watch.lease_id)
+        self.gone.append(watch.lease_id)
 
     def sweep(self) -> int:
         """Settle the leases whose request is gone without a settlement
         (cash to lambda); returns how many."""
-        if not self._gone:
+        if not self.gone:
             return 0
-        gone, self._gone = self._gone, []
+        gone, self.gone = self.gone, []
         settled = 0
         for i, lease_id in enumerate(gone):
-            lease = self._leases.get(lease_id)
-            if lease is None:
+            fields = self._leases.get(lease_id)
+            if fields is None:
                 continue
+            lease = Lease._make(fields)
             try:
                 settled += self.fail(lease, "vanished")
             except StoreStalled:
-                self._gone = gone[i:] + self._gone  # swept again once the store answers
+                self.gone = gone[i:] + self.gone  # swept again once the store answers
                 raise
             logger.warning("aopic: request for %s vanished; its cash went to lambda", lease.url)
         return settled
@@ -103,10 +112,13 @@ class Ledger:
     def lease_of(self, request: Request) -> Lease | None:
         """The open lease ``request`` holds, if any."""
         lease_id = request.meta.get(LEASE)
-        return None if lease_id is None else self._leases.get(lease_id)
+        if lease_id is None:
+            return None
+        fields = self._leases.get(lease_id)
+        return None if fields is None else Lease._make(fields)
 
     def open_leases(self) -> list[Lease]:
-        return list(self._leases.values())
+        return [Lease._make(fields) for fields in self._leases.values()]
 
     def __len__(self) -> int:
         return len(self._leases)

@@ -10,6 +10,7 @@ there (a scheduler used on its own, another Scrapy release).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -43,6 +44,24 @@ class DownloadProbe:
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
         self._downloader: Any = None
+        self._per_ip = bool(crawler.settings.getint("CONCURRENT_REQUESTS_PER_IP"))
+
+    def is_default_slot(self, slot: Any, url: str) -> bool:
+        """Whether ``slot`` is the key Scrapy's downloader gives ``url`` by
+        itself (its host name; its IP with ``CONCURRENT_REQUESTS_PER_IP``),
+        the value it writes to ``meta["download_slot"]`` of every request
+        it fetches without one."""
+        try:
+            host = urlsplit(url).hostname or ""
+        except ValueError:
+            return False
+        if slot == host:
+            return True
+        if self._per_ip:
+            from scrapy.resolver import dnscache
+
+            return slot == dnscache.get(host, host)
+        return False
 
     def attach(self) -> None:
         """Find the downloader (once the engine exists: at spider open)."""

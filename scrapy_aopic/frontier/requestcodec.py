@@ -28,10 +28,14 @@ from urllib.parse import urlsplit
 from scrapy import FormRequest, Request, Spider
 from scrapy.http import JsonRequest, XmlRpcRequest
 
+from ..meta import DOWNLOAD_SLOT
 from ..store.base import REFERER_KEY, UnreadableData
 
 
 #: meta keys the frontier itself sets or that Scrapy recomputes per fetch.
+#: (Not ``download_slot``: one the spider set is kept, and one Scrapy's
+#: downloader wrote is removed by the frontier before a request is stored,
+#: see ``Frontier.enqueue``.)
 TRANSIENT_META = frozenset(
     {
         "aopic_lease",
@@ -41,7 +45,6 @@ TRANSIENT_META = frozenset(
         "aopic_duplicate_of",
         "aopic_duplicate_distance",
         "depth",
-        "download_slot",
         "download_latency",
         "download_timeout",
         "is_start_request",
@@ -142,6 +145,10 @@ def encode_request(
             return referred
     if not portable:
         return request
+    slot = request.meta.get(DOWNLOAD_SLOT)
+    if slot is not None and not isinstance(slot, str):
+        # Read back it would be refused (see _request_from_data): keep it in memory.
+        raise UnserializableRequest(f"meta[{DOWNLOAD_SLOT!r}] is a {type(slot).__name__}, not a string")
     try:
         data = request.to_dict(spider=spider)
     except ValueError as exc:  # a callback that is not a method of the spider
@@ -177,9 +184,12 @@ REQUEST_CLASSES = {
 #: Meta keys a stored request may not carry (they change where or how the
 #: request is sent, or hand data to plugins that act on it): a planted
 #: entry must not route the crawl through an attacker's proxy.
-#: ``AOPIC_STORED_META_REFUSED`` replaces the list.
+#: ``AOPIC_STORED_META_REFUSED`` replaces the list. ``download_slot`` is not
+#: in it: it only groups requests for concurrency and delays (the frontier
+#: already takes an account's host from the store), and a spider's own slot
+#: must come back with its request; it must be a string.
 REFUSED_META = (
-    "proxy", "_auth_proxy", "bindaddress", "download_slot", "download_timeout", "download_maxsize",
+    "proxy", "_auth_proxy", "bindaddress", "download_timeout", "download_maxsize",
     "download_warnsize", "download_fail_on_dataloss", "cookiejar", "dont_merge_cookies",
     "ftp_user", "ftp_password", "ftp_local_filename", "dont_obey_robotstxt", "allow_offsite",
     "referrer_policy", "impersonate", "playwright*", "splash*", "selenium*", "zyte_api*", "crawlera*",
@@ -251,7 +261,7 @@ def spider_method(spider: Spider | None, name: Any) -> Any:
     raise UndecodableRequest(f"callback {name!r} is not a method defined by the spider's class")
 
 
-def _request_from_data(data: dict, spider: Spider | None, policy: StoredRequestPolicy) -> Request:
+def _request_from_data(data: dict, spider: Spider | None, policy: StoredRequestPolicy, any_scheme: bool) -> Request:
     """A request from its stored fields, checked field by field (never
     Scrapy's ``request_from_dict``, which imports and resolves whatever the
     data names)."""
@@ -260,7 +270,7 @@ def _request_from_data(data: dict, spider: Spider | None, policy: StoredRequestP
     if request_cls is None:
         raise UndecodableRequest(f"request class {class_name!r} is not allowed")
     url = data.get("url")
-    if not isinstance(url, str) or urlsplit(url).scheme.lower() not in ("http", "https"):
+    if not isinstance(url, str) or not (any_scheme or urlsplit(url).scheme.lower() in ("http", "https")):
         raise UndecodableRequest(f"not an http(s) URL: {str(url)[:80]!r}")
     meta = data.get("meta") or {}
     if not isinstance(meta, dict):
@@ -268,6 +278,9 @@ def _request_from_data(data: dict, spider: Spider | None, policy: StoredRequestP
     for key in meta:
         if policy.meta_refused(key):
             raise UndecodableRequest(f"meta key {key!r} is refused from stored data (AOPIC_STORED_META_REFUSED)")
+    slot = meta.get(DOWNLOAD_SLOT)
+    if slot is not None and not isinstance(slot, str):
+        raise UndecodableRequest(f"meta[{DOWNLOAD_SLOT!r}] is not a string")
     kwargs = {key: value for key, value in data.items() if key in request_cls.attributes and key not in ("callback", "errback")}
     for name in ("callback", "errback"):
         if data.get(name):
@@ -275,19 +288,25 @@ def _request_from_data(data: dict, spider: Spider | None, policy: StoredRequestP
     return request_cls(**kwargs)
 
 
-def decode_request(url: str, data: Any, spider: Spider | None, policy: StoredRequestPolicy = DEFAULT_POLICY) -> Request:
+def decode_request(
+    url: str, data: Any, spider: Spider | None, policy: StoredRequestPolicy = DEFAULT_POLICY, *,
+    any_scheme: bool = False,
+) -> Request:
     """A fresh :class:`~scrapy.Request` for account ``url`` from stored ``data``.
 
     Raises :class:`UndecodableRequest` for data that is not a request the
     add-on writes: a class, callback, URL scheme or meta key it does not
-    allow, or data nested or sized beyond the bounds.
+    allow, or data nested or sized beyond the bounds. URLs must be http(s)
+    (a ``file:`` URL planted in a shared store would read local files)
+    unless ``any_scheme``: data this crawl wrote to its own ``JOBDIR`` for
+    a request the spider itself made (the direct lane).
     """
     if data is None:
         return Request(url)
     if isinstance(data, UnreadableData):
         raise UndecodableRequest(f"stored request for {url} is unreadable: {data.reason}")
     if isinstance(data, str):
-        if urlsplit(data).scheme.lower() not in ("http", "https"):
+        if not any_scheme and urlsplit(data).scheme.lower() not in ("http", "https"):
             raise UndecodableRequest(f"stored URL for {url} is not http(s): {data[:80]!r}")
         return Request(data)
     if isinstance(data, Referred):
@@ -300,7 +319,7 @@ def decode_request(url: str, data: Any, spider: Spider | None, policy: StoredReq
             return Request(data.get("url") or url, headers={b"Referer": referer.encode("latin-1")})
         try:
             _check_depth(data)
-            return _request_from_data(_from_jsonable(data), spider, policy)
+            return _request_from_data(_from_jsonable(data), spider, policy, any_scheme)
         except UndecodableRequest as exc:
             raise UndecodableRequest(f"stored request for {url} refused: {exc}") from None
         except Exception as exc:  # bad field values

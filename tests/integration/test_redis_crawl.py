@@ -496,8 +496,10 @@ def test_a_worker_closing_while_others_hold_leases_leaves_the_recount_to_the_las
 @pytest.mark.parametrize("entry, url, meta", [
     (b"http://a.example/x", "http://a.example/x", {}),
     (b"  https://a.example/  \n", "https://a.example/", {}),
-    ('{"url": "http://a.example/", "meta": {"k": [1], "aopic_cash": 9, "download_slot": "z"}}',
+    ('{"url": "http://a.example/", "meta": {"k": [1], "aopic_cash": 9, "depth": 3}}',
      "http://a.example/", {"k": [1]}),
+    # a seed's own download slot is the user's: kept
+    ('{"url": "http://a.example/", "meta": {"download_slot": "z"}}', "http://a.example/", {"download_slot": "z"}),
 ])
 def test_seed_entries(entry, url, meta):
     assert parse_seed_entry(entry) == (url, meta)
@@ -506,7 +508,7 @@ def test_seed_entries(entry, url, meta):
 @pytest.mark.parametrize("entry", [
     b"\x80\x04\x95", b"ftp://a.example/", b"file:///etc/passwd", b"//a.example/", b"",
     b'{"url": null}', b'{"url": "http://a.example/", "meta": "x"}', b"{bad json",
-    b'["http://a.example/"]',
+    b'["http://a.example/"]', b'{"url": "http://a.example/", "meta": {"download_slot": [1]}}',
 ])
 def test_malformed_seed_entries(entry):
     with pytest.raises(ValueError):

@@ -368,3 +368,105 @@ def test_handed_out_requests_keep_offsite_filtering():
     scheduler, _ = make_scheduler()
     scheduler.enqueue_request(seed("http://a.example/x"))
     assert scheduler.next_request().dont_filter is False
+
+
+@pytest.mark.parametrize("backend", ["memory", "jobdir", "redis"])
+def test_download_slot_of_the_spider_is_kept_and_scrapys_is_not(tmp_path, request, backend):
+    """A ``download_slot`` the spider set comes back on the request handed
+    out (and on copies of its meta, as with Scrapy's scheduler); the one
+    Scrapy's downloader writes on every fetched request does not leak into
+    links built with ``meta=response.meta``, redirects or retries."""
+    settings = {}
+    if backend == "jobdir":
+        settings["JOBDIR"] = str(tmp_path / "job")
+    elif backend == "redis":
+        try:
+            redis_url = request.getfixturevalue("redis_server").url
+        except RuntimeError as exc:  # no redis-server binary
+            pytest.skip(str(exc))
+        settings.update({"AOPIC_BACKEND": "redis", "REDIS_URL": redis_url, "AOPIC_REDIS_KEY": "slots:aopic",
+                         "AOPIC_REDIS_START_URLS_KEY": "slots:seeds", "SCHEDULER_FLUSH_ON_START": True})
+    scheduler, crawler = make_scheduler(settings)
+    frontier = scheduler.frontier
+
+    def fetched(request):
+        # What Scrapy's downloader does to every request it fetches.
+        request.meta.setdefault("download_slot", request.url.split("/")[2])
+        return _html(request)
+
+    def out_by_url():
+        return {r.url: r for r in drain(scheduler)}
+
+    assert scheduler.enqueue_request(Request("http://a.example/", meta={"is_start_request": True, "download_slot": "mine"}))
+    assert scheduler.enqueue_request(seed("http://c.example/"))
+    out = out_by_url()
+    assert out["http://a.example/"].meta["download_slot"] == "mine"
+    assert "download_slot" not in out["http://c.example/"].meta
+    page_a, page_c = fetched(out["http://a.example/"]), fetched(out["http://c.example/"])
+    assert page_c.meta["download_slot"] == "c.example"
+    links = frontier.visit(page_c, [
+        Request("http://b.example/1", meta=page_c.meta),  # Scrapy's slot, copied: dropped
+        Request("http://b.example/2", meta={**page_c.meta, "download_slot": "own"}),  # the spider's
+    ]) + frontier.visit(page_a, [Request("http://b.example/3", meta=page_a.meta)])  # the spider's, copied
+    for link in links:
+        assert scheduler.enqueue_request(link)
+    out = out_by_url()
+    assert set(out) == {"http://b.example/1", "http://b.example/2", "http://b.example/3"}
+    assert "download_slot" not in out["http://b.example/1"].meta
+    assert out["http://b.example/2"].meta["download_slot"] == "own"
+    assert out["http://b.example/3"].meta["download_slot"] == "mine"
+    # A redirect to another host (Scrapy's RedirectMiddleware copies meta)
+    # and a retry of a request with the spider's slot.
+    fetched(out["http://b.example/1"])
+    fetched(out["http://b.example/2"])
+    assert scheduler.enqueue_request(out["http://b.example/1"].replace(url="http://d.example/"))
+    assert scheduler.enqueue_request(out["http://b.example/2"].copy())
+    out = out_by_url()
+    assert set(out) == {"http://d.example/", "http://b.example/2"}
+    assert "download_slot" not in out["http://d.example/"].meta
+    assert out["http://b.example/2"].meta["download_slot"] == "own"
+    assert frontier.ledger.fail(frontier.lease_of(out["http://d.example/"]), "test")
+    assert frontier.ledger.fail(frontier.lease_of(out["http://b.example/2"]), "test")
+    scheduler.close("finished")
+    assert crawler.stats.get_value("aopic/conservation_error") < 1e-9
+
+
+@pytest.mark.parametrize("jobdir", [False, True], ids=["memory", "jobdir"])
+def test_non_http_start_and_non_link_requests_are_scheduled_links_are_not(tmp_path, caplog, jobdir):
+    """Scrapy downloads data:, file:, ftp:, s3: URLs: a start request or a
+    non-link request for one is fetched as it is (the direct lane, no cash;
+    kept across a JOBDIR restart); a followed link to one is refused as a
+    link, counted and said once."""
+    import logging
+
+    settings = {"JOBDIR": str(tmp_path / "job")} if jobdir else {}
+    scheduler, crawler = make_scheduler(settings)
+    with caplog.at_level(logging.INFO, logger="scrapy_aopic"):
+        assert scheduler.enqueue_request(seed("data:,start"))
+        assert scheduler.enqueue_request(seed("file:///tmp/start.html"))
+        assert scheduler.enqueue_request(Request("ftp://a.example/f", meta={"aopic_link": False}))
+        assert scheduler.enqueue_request(Request("s3://bucket/k", meta={"aopic_link": False}))
+        assert not scheduler.enqueue_request(Request("s3://bucket/k", meta={"aopic_link": False}))  # a duplicate
+        assert scheduler.enqueue_request(seed("http://a.example/"))
+        assert not scheduler.enqueue_request(Request("data:,link"))  # a link
+        assert not scheduler.enqueue_request(Request("file:///etc/passwd"))
+    stats = crawler.stats
+    assert stats.get_value("aopic/lane/not_http") == 2
+    assert stats.get_value("aopic/refused/unfetchable_url") == 2
+    assert caplog.text.count("are not followed") == 1
+    assert caplog.text.count("has no canonical http(s) URL") == 1
+    assert scheduler.frontier.engine.totals().injected == scheduler.frontier.seed_cash  # the http seed only
+    assert len(scheduler) == 5
+    if jobdir:
+        scheduler.close("shutdown")
+        scheduler, crawler = make_scheduler(settings)
+        assert crawler.stats.get_value("aopic/lane/resumed") == 4
+    out = drain(scheduler)
+    assert sorted(r.url for r in out) == sorted([
+        "data:,start", "file:///tmp/start.html", "ftp://a.example/f", "s3://bucket/k", "http://a.example/"])
+    links = scheduler.frontier.visit(_html(next(r for r in out if r.url.startswith("http:"))),
+                                     [Request("data:,in-page"), Request("http://a.example/b")])
+    assert [r.url for r in links] == ["http://a.example/b"]
+    assert crawler.stats.get_value("aopic/refused/unfetchable_url") >= 1
+    scheduler.close("finished")
+    assert crawler.stats.get_value("aopic/conservation_error") < 1e-9

@@ -7,11 +7,8 @@ older). Each test below names the original it ports; "adapted" says where
 AOPIC's contract (cash order, the direct lane for priority > 0, the frontier
 as duplicate filter) replaces Scrapy's.
 
-Ported but failing, kept as strict xfails (known gaps of the add-on):
-test_logic (a request's own meta["download_slot"] is not kept on the request
-handed out) and test_unserializable_requests_data_urls (non-HTTP requests are
-refused at enqueue). test_migration passes by a warning: a JOBDIR of Scrapy's
-scheduler is not read.
+test_migration passes by a warning: a JOBDIR of Scrapy's scheduler is not
+read.
 
 Not ported (Scrapy test: why):
 
@@ -261,8 +258,6 @@ class SlotDownloader:
 
 
 @ON_DISK
-@pytest.mark.xfail(strict=True, reason="a request's own meta['download_slot'] is ordered by but not kept on the "
-                   "handed-out request (TRANSIENT_META strips it), so the downloader slots it by host name")
 def test_logic(tmp_path, reopen):
     # Scrapy: tests/test_scheduler.py::TestSchedulerWithDownloaderAwareInMemory::test_logic,
     # ::TestSchedulerWithDownloaderAwareOnDisk::test_logic.
@@ -349,16 +344,17 @@ def test_unserializable_requests(tmp_path, reopen, caplog):
         assert stats.get_value("scheduler/unserializable") is None
 
 
-@pytest.mark.xfail(strict=True, reason="non-http(s) requests (data:, file:, ftp:, s3:) are refused at enqueue, even start and aopic_link=False requests")
 @pytest.mark.parametrize("meta", [{"is_start_request": True}, {"aopic_link": False}], ids=["start", "non_link"])
 def test_unserializable_requests_data_urls(meta):
     # Scrapy (2.19): tests/test_scheduler.py::test_unserializable_requests
     # (its requests are data: URLs, which Scrapy downloads). AopicScheduler
-    # must queue and hand out a request Scrapy can download.
+    # must queue and hand out a request Scrapy can download: start requests
+    # and non-links go through the direct lane, without cash.
     scheduler = make()
     assert scheduler.enqueue_request(Request("data:,0", meta=dict(meta)))
     request = scheduler.next_request()
     assert request is not None and request.url == "data:,0"
+    assert scheduler.frontier.engine.totals().injected == 0  # no seed cash for it
 
 
 # -- tests/test_scheduler_base.py ---------------------------------------------------
@@ -392,10 +388,10 @@ def test_enqueue_dequeue():
     assert scheduler.close("") is None
 
 
-def run_crawl(tmp_path, spider: str, site: LocalSite, **settings) -> dict:
+def run_crawl(tmp_path, spider: str, site: LocalSite, base: str | None = None, **settings) -> dict:
     out = tmp_path / f"{spider}.json"
     config = tmp_path / f"{spider}.config.json"
-    config.write_text(json.dumps({"spider": spider, "base": site.base, "settings": settings, "out": str(out)}))
+    config.write_text(json.dumps({"spider": spider, "base": base or site.base, "settings": settings, "out": str(out)}))
     log_path = tmp_path / f"{spider}.log"
     with open(log_path, "w") as log:
         code = subprocess.run([sys.executable, str(RUNNER), str(config)], stdout=log, stderr=subprocess.STDOUT,
@@ -421,6 +417,28 @@ def test_crawl(tmp_path):
     assert report["stats"]["finish_reason"] == "finished"
     for path in paths:
         assert f"{{'path': '{path}'}}" in report["log"]
+
+
+@pytest.mark.parametrize("jobdir", [False, True], ids=["memory", "jobdir"])
+def test_crawl_non_http_start_requests(tmp_path, jobdir):
+    # Scrapy: tests/test_scheduler.py::test_unserializable_requests (data:
+    # URLs, which Scrapy downloads), as a real crawl. Start requests for
+    # data: and file: URLs and a non-link data: request are fetched (without
+    # cash); a data: link is refused as a link; the books balance.
+    page = tmp_path / "local.html"
+    page.write_text("<html><body>local</body></html>")
+    settings = {"JOBDIR": str(tmp_path / "job")} if jobdir else {}
+    with LocalSite(pages=10) as site:
+        report = run_crawl(tmp_path, "schemes", site, base=f"{site.base} {page.as_uri()}", **settings)
+    urls = sorted(item["url"] for item in report["items"])
+    assert urls == sorted(["data:text/html,start", page.as_uri(), f"{site.base}/p0", f"{site.base}/p1",
+                           "data:,non-link"])
+    stats = report["stats"]
+    assert stats["finish_reason"] == "finished"
+    assert stats["aopic/lane/not_http"] == 2
+    assert stats["aopic/refused/unfetchable_url"] == 1
+    assert stats["aopic/conservation_error"] <= 1e-9
+    assert report["log"].count("are not followed") == 1
 
 
 # -- tests/test_engine_loop.py --------------------------------------------------------

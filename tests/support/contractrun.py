@@ -55,7 +55,28 @@ class LazySpider(Spider):
             yield self.cb_requests.popleft()
 
 
-SPIDERS = {spider.name: spider for spider in (PathsSpider, LazySpider)}
+class SchemesSpider(Spider):
+    """Start requests Scrapy downloads without HTTP (``data:``, ``file:``
+    — ``base`` then names a local file too, after a space); the http page's
+    callback yields a non-link ``data:`` request, a ``data:`` link and an
+    http link."""
+
+    name = "schemes"
+
+    def __init__(self, base="", **kwargs):
+        super().__init__(**kwargs)
+        self.base, _, self.file_url = base.partition(" ")
+        self.start_urls = ["data:text/html,start", self.file_url, self.base + "/p0"]
+
+    def parse(self, response):
+        yield {"url": response.url}
+        if response.url == self.base + "/p0":
+            yield Request("data:,non-link", meta={"aopic_link": False})
+            yield Request("data:,link")
+            yield response.follow("/p1")
+
+
+SPIDERS = {spider.name: spider for spider in (PathsSpider, LazySpider, SchemesSpider)}
 
 
 def main(config_path: str) -> None:
