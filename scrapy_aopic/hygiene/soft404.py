@@ -100,43 +100,80 @@ def shape_text(url: str, html: str | bytes) -> str:
 def page_facts(url: str, html: str | bytes) -> tuple[str, frozenset[str]]:
     """``(shape text, sibling links)``: :func:`shape_text`, and the URLs
     (absolute, as written) of the page's links to its siblings."""
-    from urllib.parse import urljoin
-
     from lxml import etree, html as lxml_html
 
     try:
-        root = lxml_html.fromstring(html) if html else None
+        # lxml.html's parsing rules (fragments, documents) with plain
+        # elements: its element classes cost a Python call per element read.
+        root = lxml_html.fromstring(html, parser=_plain_parser()) if html else None
     except (etree.LxmlError, ValueError):
         return "", frozenset()
     if root is None:
         return "", frozenset()
+    return _tree_facts(url, root)
+
+
+_PLAIN_PARSER = None
+
+
+def _plain_parser():
+    """lxml's HTML parser with lxml.html's default options and plain
+    element classes (built on first use: lxml is imported with pages)."""
+    global _PLAIN_PARSER
+    if _PLAIN_PARSER is None:
+        from lxml import etree
+
+        _PLAIN_PARSER = etree.HTMLParser()
+    return _PLAIN_PARSER
+
+
+def _tree_facts(url: str, root) -> tuple[str, frozenset[str]]:
+    """:func:`page_facts` of a tree it parsed: every text and tail in
+    document order (not the root's tail), but none inside scripts, styles,
+    comments or links to siblings; and the sibling links (not those inside
+    another). The tree is emptied of those parts on the way, so that lxml
+    reads the text in C; only links are looked at in Python."""
+    from urllib.parse import urljoin
+
+    tag = root.tag
+    if not isinstance(tag, str) or not tag or tag in _SKIP_TAGS:
+        return "", frozenset()
+    for element in list(root.iter(*_SKIP_TAGS)):
+        element.clear(keep_tail=True)  # links inside are gone with it
     base_parent = parent_of(url.partition("#")[0])
-    parts: list[str] = []
+    targets: dict[str, str] = {}  # href before its fragment -> absolute URL before its fragment
+
+    def resolve(href: str) -> str:
+        """``urljoin(url, href)`` before its fragment, memoized by the part
+        of ``href`` before its fragment, which alone decides it: pages
+        repeat links, and hold many ``#section`` ones."""
+        if not href:
+            return urljoin(url, href).partition("#")[0]
+        key = href.partition("#")[0]  # "" for every "#section": they resolve alike
+        target = targets.get(key)
+        if target is None:
+            target = targets[key] = urljoin(url, href if key else "#").partition("#")[0]
+        return target
+
     siblings: set[str] = set()
-
-    def walk(element) -> None:
-        tag = element.tag if isinstance(element.tag, str) else ""
-        if tag in _SKIP_TAGS or not tag:
-            return  # comments, processing instructions, scripts
-        sibling = False
-        if tag == "a":
-            href = element.get("href")
-            if href:
-                target = urljoin(url, href.strip()).partition("#")[0]
-                sibling = target != url and parent_of(target) == base_parent
-                if sibling:
-                    siblings.add(target)
-        if not sibling:
-            if element.text:
-                parts.append(element.text)
-            for child in element:
-                walk(child)
-                if child.tail:
-                    parts.append(child.tail)
-        return
-
-    walk(root)
-    return " ".join(parts), frozenset(siblings)
+    sibling_links: dict = {}  # (an ordered set)
+    for link in root.iter("a"):
+        href = link.get("href")
+        if not href:
+            continue
+        target = resolve(href.strip())
+        if target == url or parent_of(target) != base_parent:
+            continue
+        # A link inside a sibling link is never read (document order: the
+        # outer one was judged first).
+        if sibling_links and any(outer in sibling_links for outer in link.iterancestors("a")):
+            continue
+        siblings.add(target)
+        sibling_links[link] = None
+    for link in sibling_links:
+        link.clear(keep_tail=True)
+    # itertext skips comments and processing instructions but not their tails.
+    return " ".join(filter(None, root.itertext())), frozenset(siblings)
 
 
 def host_of(canonical: str) -> str:

@@ -100,3 +100,54 @@ def test_a_page_of_numbers_and_sibling_links_has_no_shape():
         assert page_shape(url, shape_text(url, html)) is None
         assert not detector.observe(url, *page_facts(url, html))
     assert not detector.error_shapes
+
+
+def _reference_facts(url: str, html: str) -> tuple[str, frozenset[str]]:
+    """page_facts as first written: a plain recursive walk, urljoin per link."""
+    from urllib.parse import urljoin
+
+    from lxml import html as lxml_html
+
+    root = lxml_html.fromstring(html)
+    base_parent = parent_of(url.partition("#")[0])
+    parts: list[str] = []
+    siblings: set[str] = set()
+
+    def walk(element) -> None:
+        tag = element.tag if isinstance(element.tag, str) else ""
+        if tag in ("script", "style", "noscript", "template") or not tag:
+            return
+        sibling = False
+        if tag == "a" and element.get("href"):
+            target = urljoin(url, element.get("href").strip()).partition("#")[0]
+            sibling = target != url and parent_of(target) == base_parent
+            if sibling:
+                siblings.add(target)
+        if not sibling:
+            if element.text:
+                parts.append(element.text)
+            for child in element:
+                walk(child)
+                if child.tail:
+                    parts.append(child.tail)
+
+    walk(root)
+    return " ".join(parts), frozenset(siblings)
+
+
+@pytest.mark.parametrize("url", ["http://h/a/b.html", "http://h/a/b.html#top", "http://h/a/?", "http://h/a?x=1"])
+def test_page_facts_match_a_plain_walk(url):
+    """The iterative walk with memoized links reads the same text and
+    sibling links as a recursive walk joining every link."""
+    hrefs = ["c.html", "c.html#x", " c.html ", "#x", "#", " ", "?", "?x=2", "../d/", "c.html?y#z",
+             "http://h/a/e", "//h/a/f", "../a/c.html#q", "mailto:m@h", "/a/", ""]
+    rng = random.Random(7)
+    pieces = []
+    for i in range(60):
+        href = rng.choice(hrefs)
+        tail = rng.choice(["", " tail", " <!-- c --> after", "<script>s()</script>x", " <b>bold<a href='c.html'>in</a></b>"])
+        pieces.append(f"<li><a href='{href}'>label {i}<i>it</i></a>{tail}</li>")
+    page = f"<html><head><title>T</title><style>p{{}}</style></head><body>lead<ul>{''.join(pieces)}</ul>" \
+           "<noscript><a href='c2.html'>n</a></noscript><template><p>t</p></template><?pi x?>end</body></html>"
+    for html in (page, "<a href='c.html'>one</a> tail", "<p>text <a href='#x'>x</a></p><p>two</p>", "just text"):
+        assert page_facts(url, html) == _reference_facts(url, html)
