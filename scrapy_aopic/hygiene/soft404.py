@@ -102,6 +102,11 @@ def page_facts(url: str, html: str | bytes) -> tuple[str, frozenset[str]]:
     (absolute, as written) of the page's links to its siblings."""
     from lxml import etree, html as lxml_html
 
+    if isinstance(html, str) and html.startswith("<?xml"):
+        # lxml refuses a str that declares its encoding (every XHTML page of
+        # DocBook's PostgreSQL manual): the text is decoded already.
+        end = html.find("?>")
+        html = html[end + 2 :] if end >= 0 else ""
     try:
         # lxml.html's parsing rules (fragments, documents) with plain
         # elements: its element classes cost a Python call per element read.

@@ -151,3 +151,19 @@ def test_page_facts_match_a_plain_walk(url):
            "<noscript><a href='c2.html'>n</a></noscript><template><p>t</p></template><?pi x?>end</body></html>"
     for html in (page, "<a href='c.html'>one</a> tail", "<p>text <a href='#x'>x</a></p><p>two</p>", "just text"):
         assert page_facts(url, html) == _reference_facts(url, html)
+
+
+def test_xhtml_with_an_xml_declaration_has_facts():
+    """DocBook's XHTML pages (the PostgreSQL manual) start with an XML
+    declaration, which lxml refuses in a decoded string: they must still
+    get their text and sibling links, not silently none."""
+    body = (
+        '<html xmlns="http://www.w3.org/1999/xhtml"><head><title>Rules</title></head><body>'
+        "<p>The rule system of this server rewrites queries before planning them here.</p>"
+        '<a href="sibling.html">Next section</a></body></html>'
+    )
+    url = "http://docs.example/manual/rules.html"
+    declared = page_facts(url, '<?xml version="1.0" encoding="UTF-8" standalone="no"?>\n' + body)
+    assert declared == page_facts(url, body)
+    assert "rewrites queries" in declared[0]
+    assert declared[1] == frozenset({"http://docs.example/manual/sibling.html"})
