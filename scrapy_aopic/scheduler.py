@@ -15,7 +15,7 @@ from scrapy.exceptions import DontCloseSpider
 
 from . import settings as aopic_settings
 from .frontier import Frontier
-from .meta import REGISTERED
+from .meta import DOWNLOAD_SLOT, REGISTERED
 from .store.base import StoreStalled, StoreUnavailable
 from .frontier.requestcodec import DEFAULT_POLICY, MAX_BYTES as MAX_REQUEST_BYTES, TRANSIENT_META, StoredRequestPolicy
 
@@ -262,8 +262,8 @@ def parse_seed_entry(raw: bytes | str, policy: StoredRequestPolicy = DEFAULT_POL
         for key in meta:
             if policy.meta_refused(key):
                 raise ValueError(f"meta key {key!r} is refused (AOPIC_STORED_META_REFUSED)")
-        if not isinstance(meta.get("download_slot", ""), str):
-            raise ValueError("meta 'download_slot' is not a string")
+        if not isinstance(meta.get(DOWNLOAD_SLOT, ""), str):
+            raise ValueError(f"meta {DOWNLOAD_SLOT!r} is not a string")
     else:
         url = text
     if not isinstance(url, str):

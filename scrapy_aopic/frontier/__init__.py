@@ -73,6 +73,14 @@ _frontiers: weakref.WeakKeyDictionary[Crawler, Frontier] = weakref.WeakKeyDictio
 #: response's meta into a new request (``meta=response.meta``) must not
 #: carry them along.
 ISSUED_META = frozenset((LEASE, KEY, REGISTERED, CASH, DUPLICATE_OF, DUPLICATE_DISTANCE))
+
+
+def _forget_issued(meta: dict) -> None:
+    """Remove the :data:`ISSUED_META` keys from ``meta`` (most requests
+    have none: one set test, no pops)."""
+    if not ISSUED_META.isdisjoint(meta):
+        for name in ISSUED_META:
+            meta.pop(name, None)
 #: File in ``JOBDIR`` holding the direct lane between runs.
 LANE_FILE = Path("aopic", "lane.jsonl")
 
@@ -197,7 +205,7 @@ class Frontier:
     @property
     def shared(self) -> bool:
         """Other processes share the store (the Redis backend)."""
-        return self.store is not None and self.store.shared
+        return self._shared
 
     # -- life cycle -----------------------------------------------------------
 
@@ -381,9 +389,7 @@ class Frontier:
             return True
         if copied:
             self._drop_scrapy_slot(meta, meta.get(KEY))
-        if not ISSUED_META.isdisjoint(meta):  # copied from another request: not this one's
-            for name in ISSUED_META:
-                meta.pop(name, None)
+        _forget_issued(meta)  # copied from another request: not this one's
         if meta.get(LINK) is False:
             return self._to_lane(request, None)  # any URL Scrapy may download (data:, file:...)
         key = self.canonicalize(request.url)
@@ -568,8 +574,7 @@ class Frontier:
         except UnserializableRequest as exc:
             # The follow-up goes on from memory, without the lease's cash.
             self.ledger.fail(lease, "unserializable_follow_up")
-            for name in ISSUED_META:
-                request.meta.pop(name, None)
+            _forget_issued(request.meta)
             return self._hold_unserializable(request, exc)
         target = Link(key, self.host_of(request), lease.depth, data)
         if key == lease.url:
@@ -640,8 +645,7 @@ class Frontier:
             if not request.dont_filter:
                 self.stats.inc_value("aopic/duplicates_merged")
                 return None
-        for name in ISSUED_META:
-            request.meta.pop(name, None)
+        _forget_issued(request.meta)
         return request
 
     def _next_by_cash(self) -> Request | None:
@@ -719,9 +723,7 @@ class Frontier:
 
     def _mark(self, request: Request, lease: Lease) -> None:
         meta = request.meta
-        if not ISSUED_META.isdisjoint(meta):  # a fresh request from the store has none
-            for name in ISSUED_META:
-                meta.pop(name, None)
+        _forget_issued(meta)
         meta[LEASE] = lease.lease_id
         meta[KEY] = lease.url
         meta[CASH] = lease.cash
@@ -819,9 +821,7 @@ class Frontier:
             scrapy_slot = None  # the spider's own
         for request in requests:
             meta = request.meta
-            if not ISSUED_META.isdisjoint(meta):
-                for name in ISSUED_META:
-                    meta.pop(name, None)
+            _forget_issued(meta)
             if scrapy_slot is not None and meta.get(DOWNLOAD_SLOT) == scrapy_slot:
                 del meta[DOWNLOAD_SLOT]
             # What a callback or errback yields is never a start request,
@@ -933,7 +933,7 @@ class Frontier:
         known ones."""
         kept: list[Request] = []
         dropped = passed = 0
-        knows = None if self.shared else self.store.knows
+        knows = None if self._shared else self.store.knows
         canonicalize = self.canonicalize
         for request in requests:
             if request.meta.get(LINK) is False:
