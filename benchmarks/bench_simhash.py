@@ -326,14 +326,14 @@ def same_text(texts: list[tuple[str, str]], threshold: float = 0.3):
     return same
 
 
-def stream_quality(pages: list[Page], signature, same, k: int = 3, min_similarity: float = 0.4) -> Quality:
+def stream_quality(pages: list[Page], signature, same, k: int = 3, min_similarity: float = 0.4, **options) -> Quality:
     """Stream ``pages`` as a crawl would: each page is compared with the
     originals seen before it, and becomes an original itself unless flagged.
     ``signature(html) -> (fingerprint, sketch)``; ``same(doc, doc)`` is the
-    ground truth."""
+    ground truth; ``options`` go to :class:`NearDuplicateIndex` (``far_k``...)."""
     from scrapy_aopic.hygiene.simhash_index import NearDuplicateIndex
 
-    index = NearDuplicateIndex(k=k, min_similarity=min_similarity)
+    index = NearDuplicateIndex(k=k, min_similarity=min_similarity, **options)
     doc_of: list[int] = []
     seen_docs: set[int] = set()
     quality = Quality()

@@ -68,7 +68,7 @@ def edit(rng: random.Random, kind: str, body: str, date: str, number: int, vocab
     return " ".join(words), date, number
 
 
-def run(articles: int, seed: int, confirm: float = 0.4, ratio: float = 1.4) -> dict:
+def run(articles: int, seed: int, confirm: float = 0.55, ratio: float = 1.4, k: int = 3, far_k: int = 4, far_confirm: float = 0.8) -> dict:
     import logging
 
     import simhash as reference
@@ -84,11 +84,13 @@ def run(articles: int, seed: int, confirm: float = 0.4, ratio: float = 1.4) -> d
         pages.append((f"Article {n} {rng.choice(vocabulary)}", body, f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}", rng.randint(10, 9999)))
     fingerprinter = Fingerprinter()
     results = {}
-    for label, (min_similarity, max_ratio) in (
-        ("add-on before (0.4, no guard)", (0.4, 0.0)),
-        (f"add-on ({confirm}, {ratio})", (confirm, ratio)),
+    for label, (min_similarity, max_ratio, far) in (
+        ("add-on before (0.4, no guard)", (0.4, 0.0, 0)),
+        (f"add-on ({confirm}, {ratio})", (confirm, ratio, 0)),
+        (f"add-on ({confirm}, {ratio}, far {far_k}/{far_confirm})", (confirm, ratio, far_k)),
     ):
-        index = NearDuplicateIndex(k=3, min_similarity=min_similarity, max_length_ratio=max_ratio)
+        index = NearDuplicateIndex(k=k, min_similarity=min_similarity, max_length_ratio=max_ratio,
+                                   far_k=far, far_similarity=far_confirm)  # fmt: skip
         false, spent = 0, 0.0
         signatures = []
         for title, body, date, number in pages:
@@ -147,14 +149,17 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--articles", type=int, default=3000)
     parser.add_argument("--seed", type=int, default=16)
-    parser.add_argument("--confirm", type=float, default=0.4, help="AOPIC_SIMHASH_CONFIRM to compare")
+    parser.add_argument("--confirm", type=float, default=0.55, help="AOPIC_SIMHASH_CONFIRM to compare")
     parser.add_argument("--ratio", type=float, default=1.4, help="AOPIC_SIMHASH_MAX_LENGTH_RATIO to compare")
+    parser.add_argument("-k", type=int, default=3, help="AOPIC_SIMHASH_DISTANCE of the add-on (the package: 3)")
+    parser.add_argument("--far-k", type=int, default=4, help="AOPIC_SIMHASH_FAR_DISTANCE")
+    parser.add_argument("--far-confirm", type=float, default=0.8, help="AOPIC_SIMHASH_FAR_CONFIRM")
     args = parser.parse_args(argv)
-    results = run(args.articles, args.seed, args.confirm, args.ratio)
-    print(f"boilerplate-heavy site, {args.articles} distinct articles, k = 3")
-    print(f"{'':30s} {'false merges':>12s} " + " ".join(f"{k:>14s}" for k in EDITS) + "  us/page")
+    results = run(args.articles, args.seed, args.confirm, args.ratio, args.k, args.far_k, args.far_confirm)
+    print(f"boilerplate-heavy site, {args.articles} distinct articles, add-on k = {args.k}, package k = 3")
+    print(f"{'':36s} {'false merges':>12s} " + " ".join(f"{k:>14s}" for k in EDITS) + "  us/page")
     for label, (false, recall, us) in results.items():
-        print(f"{label:30s} {100 * false:11.2f}% " + " ".join(f"{recall[k]:14.3f}" for k in EDITS) + f"  {us:7.0f}")
+        print(f"{label:36s} {100 * false:11.2f}% " + " ".join(f"{recall[k]:14.3f}" for k in EDITS) + f"  {us:7.0f}")
 
 
 if __name__ == "__main__":

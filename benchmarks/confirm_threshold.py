@@ -1,4 +1,4 @@
-"""Recall and precision on the bench_simhash quality corpus (pythonbible KJV+ASV) at confirmation thresholds 0.4 / 0.5 / 0.55 / 0.6 (issue 16).
+"""Recall and precision on the bench_simhash quality corpus (pythonbible KJV+ASV) at confirmation thresholds 0.4 / 0.5 / 0.55 / 0.6 and distances k = 3 and 4, and the far tier (issue 16).
 
 Run from the repository root: .venv/bin/python benchmarks/confirm_threshold.py
 """
@@ -19,5 +19,12 @@ def sig(h):
     if id(h) not in cache:
         s = f.signature(visible_text(h)); cache[id(h)] = (s.fingerprint, s.sketch)
     return cache[id(h)]
-for m in (0.4, 0.5, 0.55, 0.6):
-    print(m, b.stream_quality(pages, sig, same, k=3, min_similarity=m))
+for k in (3, 4):
+    for m in (0.4, 0.5, 0.55, 0.6):
+        print(f"k={k} confirm={m}", b.stream_quality(pages, sig, same, k=k, min_similarity=m))
+# k = 3 at the confirmation above, and distance 4-5 only with a sketch of 0.7 / 0.8
+# (AOPIC_SIMHASH_FAR_DISTANCE, AOPIC_SIMHASH_FAR_CONFIRM)
+for far_k in (4, 5):
+    for far in (0.7, 0.8):
+        print(f"k=3 confirm=0.55 far_k={far_k} far_confirm={far}",
+              b.stream_quality(pages, sig, same, k=3, min_similarity=0.55, far_k=far_k, far_similarity=far))

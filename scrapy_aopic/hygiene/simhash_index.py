@@ -283,6 +283,13 @@ class NearDuplicateIndex:
     :param k: Hamming distance of a near-duplicate.
     :param min_similarity: smallest estimated Jaccard similarity of word
         pairs that confirms a candidate; 0 switches confirmation off.
+    :param far_k: a larger Hamming distance (``> k``) searched too, where a
+        candidate counts only if its sketch estimates at least
+        ``far_similarity``: a short page with a sentence added flips 4-9 of
+        its 64 bits, more than ``k = 3``, yet its sketch stays close (0.8-0.95),
+        while unrelated pages that far apart rarely reach it. ``far_k <= k``
+        (default) searches ``k`` only.
+    :param far_similarity: the sketch similarity needed beyond ``k``.
     :param max_length_ratio: a candidate whose amount of text (word
         characters) is more than this many times the page's, or less than
         its inverse, is refused before its sketch is read: two texts whose
@@ -293,10 +300,21 @@ class NearDuplicateIndex:
         never refused by it. Costs 4 bytes per original.
     """
 
-    def __init__(self, k: int = 3, min_similarity: float = 0.55, max_length_ratio: float = 1.4, **index_options):
+    def __init__(
+        self,
+        k: int = 3,
+        min_similarity: float = 0.55,
+        max_length_ratio: float = 1.4,
+        far_k: int = 0,
+        far_similarity: float = 0.7,
+        **index_options,
+    ):
         from .simhash import SKETCH_BINS
 
-        self.index = SimhashIndex(k=k, **index_options)
+        self.k = k
+        self.far_k = far_k if far_k > k else k
+        self.far_similarity = far_similarity
+        self.index = SimhashIndex(k=self.far_k, **index_options)
         self.min_similarity = min_similarity
         self._bins = SKETCH_BINS
         self._sketches = bytearray()
@@ -343,7 +361,7 @@ class NearDuplicateIndex:
                 ids, distances = ids[fits], distances[fits]
                 if not len(ids):
                     return None
-        if self.min_similarity > 0:
+        if self.min_similarity > 0 or self.far_k > self.k:
             # All candidates' sketches at once: pages of one site or one
             # language can crowd a SimHash neighbourhood.
             stored = np.frombuffer(self._sketches, dtype=np.uint16).reshape(-1, self._bins)[ids]
@@ -351,7 +369,8 @@ class NearDuplicateIndex:
             used = (stored != _EMPTY_BIN) | (sketch != _EMPTY_BIN)
             equal = ((stored == sketch) & used).sum(axis=1)
             counts = used.sum(axis=1)
-            similar = np.where(counts > 0, equal / np.maximum(counts, 1), 1.0) >= self.min_similarity
+            needed = np.where(distances > self.k, self.far_similarity, self.min_similarity)
+            similar = np.where(counts > 0, equal / np.maximum(counts, 1), 1.0) >= needed
             self.rejected += int(len(ids) - similar.sum())
             ids, distances = ids[similar], distances[similar]
             if not len(ids):
@@ -375,6 +394,6 @@ class NearDuplicateIndex:
         if chars is None or len(chars) != len(fingerprints):
             chars = np.zeros(len(fingerprints), dtype=np.uint32)
         self._chars = array("I", np.asarray(chars, dtype=np.uint32).tobytes())
-        self.index = SimhashIndex(k=self.index.k, blocks=self.index.blocks, buffer_size=self.index.buffer_size)
+        self.index = SimhashIndex(k=self.far_k, blocks=self.index.blocks, buffer_size=self.index.buffer_size)
         self.index.add_many(fingerprints)
         self._sketches = bytearray(np.asarray(sketches, dtype=np.uint16).tobytes())

@@ -85,7 +85,9 @@ class SimhashDedupMiddleware:
        ``AOPIC_SIMHASH_BOILERPLATE``) and its 64-bit SimHash
        (``AOPIC_SIMHASH_MODE``); a page within ``AOPIC_SIMHASH_DISTANCE``
        bits of an original, confirmed by a MinHash sketch of their word
-       pairs (``AOPIC_SIMHASH_CONFIRM``), is a *near* duplicate. Pages with
+       pairs (``AOPIC_SIMHASH_CONFIRM``; up to ``AOPIC_SIMHASH_FAR_DISTANCE``
+       bits with the stricter ``AOPIC_SIMHASH_FAR_CONFIRM``), is a *near*
+       duplicate. Pages with
        less than ``AOPIC_SIMHASH_MIN_CHARS`` word characters are not
        compared.
 
@@ -134,6 +136,8 @@ class SimhashDedupMiddleware:
         self.min_similarity = aopic_settings.get_float(settings, "AOPIC_SIMHASH_CONFIRM")
         self.fingerprinter = Fingerprinter(self.mode)
         self.max_length_ratio = aopic_settings.get_float(settings, "AOPIC_SIMHASH_MAX_LENGTH_RATIO")
+        self.far_distance = aopic_settings.get_int(settings, "AOPIC_SIMHASH_FAR_DISTANCE")
+        self.far_similarity = aopic_settings.get_float(settings, "AOPIC_SIMHASH_FAR_CONFIRM")
         self.index = self._new_index()
         self.urls = UrlTable()  # URL id -> canonical URL of an original
         self.url_of_fingerprint = array("Q")  # index id -> URL id
@@ -153,7 +157,11 @@ class SimhashDedupMiddleware:
 
     def _new_index(self) -> NearDuplicateIndex:
         return NearDuplicateIndex(
-            k=self.distance, min_similarity=self.min_similarity, max_length_ratio=self.max_length_ratio
+            k=self.distance,
+            min_similarity=self.min_similarity,
+            max_length_ratio=self.max_length_ratio,
+            far_k=self.far_distance,
+            far_similarity=self.far_similarity,
         )
 
     @classmethod

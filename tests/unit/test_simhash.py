@@ -311,6 +311,62 @@ def test_length_ratio_guard_refuses_very_different_lengths(vocabulary):
     assert legacy.find(ss.fingerprint, ss.sketch, ss.chars) is not None
 
 
+def test_far_tier_needs_the_stricter_sketch():
+    """A candidate 4 bits away counts only with the far tier on and a sketch
+    at least far_similarity alike; within k the ordinary threshold holds."""
+    rng = np.random.default_rng(7)
+    sketch = rng.integers(0, 0xFFFE, 32, dtype=np.uint16)
+    near = sketch.copy()
+    near[:4] ^= 1  # 28 of 32 bins equal: 0.875
+    loose = sketch.copy()
+    loose[:10] ^= 1  # 22 of 32: 0.69
+    fp = 0x0123_4567_89AB_CDEF
+    four_away = fp ^ 0b1111
+    for far_k, found_near, found_loose in ((0, False, False), (3, False, False), (4, True, False)):
+        index = NearDuplicateIndex(k=3, min_similarity=0.55, far_k=far_k, far_similarity=0.8)
+        index.add(fp, sketch)
+        assert (index.find(four_away, near) is not None) is found_near, far_k
+        assert (index.find(four_away, loose) is not None) is found_loose, far_k
+        # within k = 3 the ordinary 0.55 confirms the looser sketch
+        assert index.find(fp ^ 0b111, loose) == (0, 3)
+    index = NearDuplicateIndex(k=3, far_k=4, far_similarity=0.8)
+    index.add(fp, sketch)
+    arrays = index.arrays()
+    index.load_arrays(arrays["fingerprints"], arrays["sketches"], arrays["chars"])
+    assert index.find(four_away, near) == (0, 4)  # the reloaded index searches 4 bits too
+
+
+def test_sentence_added_to_short_articles_is_found_without_false_merges():
+    """Issue 16: short articles (60-160 words) in a boilerplate-heavy
+    template with a 12-word sentence added flip 4-9 bits; the far tier
+    (distance 4 at sketch 0.8, the defaults) finds >= 95 % of them, where
+    distance 3 alone found 94 %, and merges no two distinct articles."""
+    import boilerplate_site as site
+
+    rng = random.Random(16)
+    vocabulary = corpus.synthetic_vocabulary(rng)
+    render = site.site_template(rng, vocabulary)
+    articles = [(f"Article {n}", corpus.synthetic_text(rng, vocabulary, rng.randint(60, 160)), "2025-03-04", n)
+                for n in range(600)]  # fmt: skip
+    fingerprinter = Fingerprinter()
+    originals = [fingerprinter.signature(visible_text(render(*a))) for a in articles]
+    edited = [fingerprinter.signature(visible_text(render(a[0], *site.edit(rng, "sentence_added", *a[1:], vocabulary))))
+              for a in articles]  # fmt: skip
+    found = {}
+    for far_k in (0, 4):
+        index = NearDuplicateIndex(k=3, far_k=far_k)  # other options: the defaults
+        for s in originals:
+            assert index.find(s.fingerprint, s.sketch, s.chars) is None  # no false merge
+            index.add(s.fingerprint, s.sketch, s.chars)
+        hits = 0
+        for n, s in enumerate(edited):
+            match = index.find(s.fingerprint, s.sketch, s.chars)
+            hits += match is not None and match[0] == n
+        found[far_k] = hits / len(edited)
+    assert found[4] >= 0.95, found
+    assert found[4] > found[0], found
+
+
 # -- quality ------------------------------------------------------------------------------
 
 
@@ -641,16 +697,17 @@ def test_a_host_whose_pages_are_mostly_too_short_is_named_once(caplog):
 
 def test_boilerplate_site_false_merges_and_small_edit_recall():
     """Issue 16 item 2 on generated data: distinct short articles in one
-    template sharing a 50-word editors' box: false merges <= 0.2 % of pages,
-    recall of every kind of small edit >= 0.94 (0.95 target: see docs)."""
+    template sharing a 50-word editors' box, at the default settings (with
+    the far tier): false merges <= 0.2 % of pages, recall of every kind of
+    small edit >= 0.95."""
     pytest.importorskip("simhash")
     from benchmarks.boilerplate_site import EDITS, run
 
-    results = run(400, seed=16, confirm=0.5, ratio=1.4)
-    false, recall, _ = results["add-on (0.5, 1.4)"]
+    results = run(400, seed=16, confirm=0.55, ratio=1.4, far_k=4, far_confirm=0.8)
+    false, recall, _ = results["add-on (0.55, 1.4, far 4/0.8)"]
     assert false <= 0.002
     for kind in EDITS:
-        assert recall[kind] >= 0.94, (kind, recall[kind])
+        assert recall[kind] >= 0.95, (kind, recall[kind])
 
 
 @pytest.mark.parametrize(("value", "mode"), [
