@@ -32,6 +32,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "traps": ("bench_traps.py", [], ["--budget", "800", "--articles", "1000"]),
     "simhash": ("bench_simhash.py", [], ["--quick"]),
     "corpus": ("bench_visibletext_corpus.py", [], ["--pages", "40"]),
+    "version-pairs": ("bench_version_pairs.py", [], ["--quick"]),
     "pending-memory": ("bench_pending_memory.py", ["--urls", "1000000"], ["--urls", "100000"]),
     "ordering": ("bench_ordering.py", [], ["--quick"]),
     "redis": ("bench_redis.py", [], ["--runs", "1"]),
