@@ -6,8 +6,9 @@ counter parameter, a link farm on a second host, soft 404s) and runs real
 ``scrapy crawl``s, one process each, side by side in the same run:
 
 * ``aopic``: ``ADDONS = {"scrapy_aopic.Addon": 0}``, everything default;
-* ``aopic-pending-cash``: the same with ``AOPIC_LAMBDA_TARGETS =
-  "pending-cash"`` (lambda paid in proportion to cash, issue 16);
+* ``aopic-pending``: the same with ``AOPIC_LAMBDA_TARGETS = "pending"``
+  (lambda's equal dividend, the default before issue 16; the default
+  ``"pending-cash"`` pays in proportion to cash);
 * ``scrapy-default``: Scrapy's own order (LIFO: depth-first);
 * ``scrapy-bfs``: breadth-first (``DEPTH_PRIORITY=1`` + FIFO queues);
 * ``reference``: breadth-first on the same site with the traps switched off.
@@ -47,8 +48,8 @@ from scrapy_aopic.hygiene.traps import TrapGuard  # noqa: E402
 
 ORDERS = {
     "aopic": {"ADDONS": {"scrapy_aopic.Addon": 0}},
-    # lambda paid in proportion to cash (issue 16); the default pays every pending URL alike
-    "aopic-pending-cash": {"ADDONS": {"scrapy_aopic.Addon": 0}, "AOPIC_LAMBDA_TARGETS": "pending-cash"},
+    # lambda's equal dividend (the default before issue 16 pays in proportion to cash)
+    "aopic-pending": {"ADDONS": {"scrapy_aopic.Addon": 0}, "AOPIC_LAMBDA_TARGETS": "pending"},
     "scrapy-default": {},
     "scrapy-bfs": {
         "DEPTH_PRIORITY": 1,

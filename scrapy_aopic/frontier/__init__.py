@@ -266,9 +266,12 @@ class Frontier:
                 # by cash there is not implemented (docs/concepts.rst).
                 targets = "pending"
                 self.stats.set_value("aopic/lambda_targets_fallback", 1)
-                logger.warning(
-                    "aopic: AOPIC_LAMBDA_TARGETS='pending-cash' is not available with the Redis "
-                    "backend: lambda pays every pending URL alike ('pending')"
+                chosen = self.crawler.settings.get("AOPIC_LAMBDA_TARGETS") is not None
+                logger.log(
+                    logging.WARNING if chosen else logging.INFO,
+                    "aopic: AOPIC_LAMBDA_TARGETS='pending-cash'%s is not available with the Redis "
+                    "backend: lambda pays every pending URL alike ('pending')",
+                    "" if chosen else " (the default)",
                 )
             return RedisStore.from_crawler(self.crawler, spider, lambda_targets=targets)
         raise ValueError(f"AOPIC_BACKEND must be 'memory' or 'redis', got {self.backend!r}")

@@ -743,9 +743,13 @@ def test_referer_only_links_round_trip_without_a_warning(store, caplog):
         store.clear()
 
 
-def test_frontier_falls_back_to_pending_lambda_with_redis(redis_server, caplog):
+@pytest.mark.parametrize(("chosen", "level"), [(True, "WARNING"), (False, "INFO")])
+def test_frontier_falls_back_to_pending_lambda_with_redis(redis_server, caplog, chosen, level):
     """The Redis store's Lua pays every pending URL alike: a crawl asking
-    for "pending-cash" gets "pending" there, with a warning and a stat."""
+    for "pending-cash" gets "pending" there, with a warning and a stat; left
+    at the default ("pending-cash"), the same said once at INFO."""
+    import logging
+
     from scrapy import Spider
     from scrapy.utils.test import get_crawler
 
@@ -754,16 +758,18 @@ def test_frontier_falls_back_to_pending_lambda_with_redis(redis_server, caplog):
     class Books(Spider):
         name = f"books{uuid.uuid4().hex[:6]}"
 
-    crawler = get_crawler(Books, {
-        "REDIS_URL": redis_server.url, "AOPIC_BACKEND": "redis", "AOPIC_LAMBDA_TARGETS": "pending-cash",
-    })
+    settings = {"REDIS_URL": redis_server.url, "AOPIC_BACKEND": "redis"}
+    if chosen:
+        settings["AOPIC_LAMBDA_TARGETS"] = "pending-cash"
+    crawler = get_crawler(Books, settings)
     frontier = Frontier(crawler)
-    with caplog.at_level("WARNING"):
+    with caplog.at_level("INFO"):
         store = frontier._build_store(Books())
     try:
         assert store.lambda_targets == "pending"
         assert crawler.stats.get_value("aopic/lambda_targets_fallback") == 1
-        assert "pending-cash" in caplog.text
+        said = [r for r in caplog.records if "pending-cash" in r.getMessage()]
+        assert len(said) == 1 and said[0].levelno == getattr(logging, level)
     finally:
         store.clear()
         store.close()
