@@ -270,6 +270,10 @@ class Frontier:
                     "aopic: AOPIC_LAMBDA_TARGETS='pending-cash' is not available with the Redis "
                     "backend: lambda pays every pending URL alike ('pending')"
                 )
+            if aopic_settings.get_bool(self.crawler.settings, "AOPIC_REDIS_CLUSTER"):
+                from ..store.redis.cluster import RedisClusterStore
+
+                return RedisClusterStore.from_crawler(self.crawler, spider, lambda_targets=targets)
             return RedisStore.from_crawler(self.crawler, spider, lambda_targets=targets)
         raise ValueError(f"AOPIC_BACKEND must be 'memory' or 'redis', got {self.backend!r}")
 

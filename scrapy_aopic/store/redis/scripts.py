@@ -67,6 +67,9 @@ class ScriptConnection:
     never mistaken for the next one.
     """
 
+    #: how a call is packed for :meth:`call`
+    pack = staticmethod(pack_call)
+
     def __init__(self, server: redis.Redis):
         self.server = server
         self._conn = None
@@ -121,3 +124,61 @@ class ScriptConnection:
         if self._conn is not None and self._pid == os.getpid():
             self._conn.disconnect()
         self._conn = None
+
+
+class ClusterScriptConnection:
+    """Script calls through redis-py's ``RedisCluster``: the same interface
+    as :class:`ScriptConnection`, but each call goes through the cluster
+    client, which routes it to the node of its keys' slot (every call's keys
+    share one hash tag) and follows ``MOVED`` / ``ASK`` and failovers. A
+    node that does not know a script (a new node, a restart, a failover) gets
+    it with ``SCRIPT LOAD`` and the call is resent.
+    """
+
+    def __init__(self, server):
+        self.server = server
+
+    @staticmethod
+    def pack(script: LuaScript, keys: tuple | list, args: tuple | list) -> tuple:
+        """The call as command arguments (the cluster client packs them)."""
+        return ("EVALSHA", script.sha, len(keys), *keys, *args)
+
+    def call(self, script: LuaScript, command: tuple) -> Any:
+        return self.call_many(script, [command])[0]
+
+    def call_many(self, script: LuaScript, commands: list[tuple]) -> list[Any]:
+        if len(commands) == 1:
+            replies = [self._one(commands[0])]
+        else:
+            pipe = self.server.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            replies = pipe.execute(raise_on_error=False)
+        again = [i for i, r in enumerate(replies) if isinstance(r, redis.exceptions.NoScriptError)]
+        if again:
+            self.server.script_load(script.source)  # on every primary
+            for i in again:
+                replies[i] = self._one(commands[i])
+        for reply in replies:
+            if isinstance(reply, redis.exceptions.ResponseError):
+                raise reply
+        return replies
+
+    def _one(self, command: tuple) -> Any:
+        try:
+            return self.server.execute_command(*command)
+        except redis.exceptions.ResponseError as exc:  # NOSCRIPT included
+            return exc
+
+    def close(self) -> None:
+        """The cluster client owns the connections."""
+
+
+def script_connection(server) -> ScriptConnection | ClusterScriptConnection:
+    """The script path for ``server``: our own connection to a single Redis,
+    the cluster client's routing for a ``RedisCluster``."""
+    from redis.cluster import RedisCluster
+
+    if isinstance(server, RedisCluster):
+        return ClusterScriptConnection(server)
+    return ScriptConnection(server)
