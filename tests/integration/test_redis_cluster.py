@@ -282,3 +282,78 @@ def test_sigkilled_worker_leases_come_back_on_every_shard(redis_cluster):
     assert_books(store)
     store.clear()
     store.close()
+
+
+# -- real crawls: Scrapy workers over the shards ----------------------------------------
+
+
+def cluster_settings(cluster, **extra) -> dict:
+    from tests.integration.test_redis_crawl import worker_settings
+
+    return worker_settings(cluster.url, AOPIC_REDIS_CLUSTER=True, AOPIC_REDIS_SHARDS=SHARDS, **extra)
+
+
+def assert_crawl_books(cluster, name: str, reports: list[dict]) -> RedisClusterStore:
+    store = RedisClusterStore.from_url(cluster.url, key_prefix=f"{name}:aopic", shards=SHARDS, readonly=True)
+    totals = store.totals()
+    assert totals.injected == 1.0  # one seed, injected once by whichever worker came first
+    assert totals.pending == 0 and totals.leased == 0 and store.open_leases() == []
+    assert store.activity() == (0, 0, 0) and abs(store.in_transit()) <= 1e-12
+    assert_books(store)
+    # the last worker recounted the books at its close (the others left it to it)
+    checked = [r["stats"]["aopic/conservation_error"] for r in reports if "aopic/conservation_error" in r["stats"]]
+    assert checked and all(error <= 1e-9 for error in checked)
+    return store
+
+
+def test_workers_crawl_a_multi_host_site_over_three_shards(tmp_path, redis_cluster):
+    """Three `scrapy crawl` workers, a site of 6 hosts (every shard holds
+    some): every reachable page fetched exactly once, every worker took
+    part, every shard and the whole crawl balanced."""
+    from tests.integration.test_redis_crawl import start_workers
+    from tests.support.localsite import MultiHostSite
+
+    name = "cluster3"
+    with MultiHostSite(pages=180, hosts=6, delay=0.01) as site:
+        assert {shard_of_host(host, SHARDS) for host in site.hosts} == {0, 1, 2}
+        workers, go = start_workers(tmp_path, name, cluster_settings(redis_cluster), count=3,
+                                    seeds=[site.url(0)])
+        go.touch()
+        reports = [w.finish() for w in workers]
+        hits = dict(site.hits)
+        reachable = site.reachable_pages()
+    assert {url: hits.get(url, 0) for url in reachable} == {url: 1 for url in reachable}
+    visited = [r["stats"].get("aopic/pages_visited", 0) for r in reports]
+    assert all(v > 0 for v in visited), visited
+    store = assert_crawl_books(redis_cluster, name, reports)
+    crawled = {v.url for v in store.iter_accounts() if v.state == CRAWLED}
+    assert crawled == reachable and sum(visited) == len(reachable)
+    assert {store.shard_index(url) for url in crawled} == {0, 1, 2}
+    store.close()
+
+
+def test_a_sigkilled_worker_is_recovered_through_its_leases(tmp_path, redis_cluster):
+    from tests.integration.test_redis_crawl import start_workers, wait_for_fetches
+    from tests.support.localsite import MultiHostSite
+
+    name = "clusterkill"
+    lease_timeout = 3.0
+    settings = cluster_settings(redis_cluster, AOPIC_REDIS_LEASE_TIMEOUT=lease_timeout)
+    with MultiHostSite(pages=240, hosts=6, delay=0.05) as site:
+        workers, go = start_workers(tmp_path, name, settings, count=3, seeds=[site.url(0)])
+        go.touch()
+        deadline = time.monotonic() + 60
+        while sum(site.hits[url] for url in site.graph) < 60:
+            assert time.monotonic() < deadline, "no progress"
+            time.sleep(0.01)
+        workers[0].kill()
+        reports = [w.finish() for w in workers[1:]]
+        hits = dict(site.hits)
+        reachable = site.reachable_pages()
+    assert all(hits.get(url, 0) >= 1 for url in reachable), sorted(u for u in reachable if not hits.get(u))
+    # fetched twice: at most what the victim had in its downloader (8) and had not settled
+    assert sum(hits.get(url, 0) - 1 for url in reachable) <= 16
+    assert sum(r["stats"].get("aopic/leases_reclaimed", 0) for r in reports) >= 1
+    store = assert_crawl_books(redis_cluster, name, reports)
+    assert reachable <= {v.url for v in store.iter_accounts() if v.state == CRAWLED}
+    store.close()

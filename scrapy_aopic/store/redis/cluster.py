@@ -98,7 +98,6 @@ class RedisClusterStore(FrontierStore):
         self.last_reclaimed = 0
         self._next = 0  # the shard the next pop asks first
         self._empty_until = [0.0] * len(self.shards)
-        self._leased: dict[str, int] = {}  # url -> shard of this worker's open leases
         #: outbox entries this store delivered, and of them those already applied
         self.delivered = 0
         self.redelivered = 0
@@ -170,8 +169,16 @@ class RedisClusterStore(FrontierStore):
     def _of(self, url: str) -> RedisStore:
         return self.shards[self.shard_index(url)]
 
-    def _leased_shard(self, url: str) -> int:
-        return self._leased.pop(url, None) if url in self._leased else self.shard_index(url)
+    # Lease ids are per shard (each counts from 1): the crawl sees
+    # ``local id * S + shard``, unique across shards and naming the shard.
+
+    def _global_lease(self, lease: Lease, index: int) -> Lease:
+        return lease._replace(lease_id=lease.lease_id * len(self.shards) + index)
+
+    def _lease_shard(self, lease_id: int) -> tuple[RedisStore, int]:
+        """The shard of a lease id the crawl holds, and its id there."""
+        index, local = int(lease_id) % len(self.shards), int(lease_id) // len(self.shards)
+        return self.shards[index], local
 
     # -- plumbing shared by every shard ------------------------------------------
 
@@ -419,17 +426,14 @@ class RedisClusterStore(FrontierStore):
             self.last_reclaimed += shard.last_reclaimed
             if lease is not None:
                 self._next = (index + 1) % count
-                self._leased[lease.url] = index
-                return lease
+                return self._global_lease(lease, index)
             self._empty_until[index] = clock + EMPTY_RECHECK if shard.last_pending == 0 else 0.0
         return None
 
     def take(self, url: str) -> Lease | None:
         index = self.shard_index(url)
         lease = self.shards[index].take(url)
-        if lease is not None:
-            self._leased[url] = index
-        return lease
+        return None if lease is None else self._global_lease(lease, index)
 
     def visit_lambda(self) -> float:
         return sum(shard.visit_lambda() for shard in self.shards)
@@ -438,14 +442,16 @@ class RedisClusterStore(FrontierStore):
         return sum(shard.reclaim_expired(now) for shard in self.shards)
 
     def open_leases(self) -> list[tuple[str, int]]:
-        return [lease for shard in self.shards for lease in shard.open_leases()]
+        count = len(self.shards)
+        return [(url, lease_id * count + index)
+                for index, shard in enumerate(self.shards) for url, lease_id in shard.open_leases()]
 
     # -- settling ------------------------------------------------------------------
 
     def settle_visit(self, url: str, lease_id: int, history: float, visited_at: float,
                      credits: Iterable[Credit]) -> bool:
-        index = self._leased_shard(url)
-        shard = self.shards[index]
+        shard, lease_id = self._lease_shard(lease_id)
+        index = self.shards.index(shard)
         local: list[Any] = []
         remote: dict[int, list[Any]] = {}
         for link, amount in credits:
@@ -463,8 +469,8 @@ class RedisClusterStore(FrontierStore):
         return done
 
     def settle_transfer(self, url: str, lease_id: int, target: Link) -> bool:
-        index = self._leased_shard(url)
-        shard = self.shards[index]
+        shard, lease_id = self._lease_shard(lease_id)
+        index = self.shards.index(shard)
         dest = self.shard_index(target.url)
         if dest == index:
             return shard.settle_transfer(url, lease_id, target)
@@ -473,10 +479,12 @@ class RedisClusterStore(FrontierStore):
         return done
 
     def settle_failure(self, url: str, lease_id: int, *, refuse: bool = False) -> bool:
-        return self.shards[self._leased_shard(url)].settle_failure(url, lease_id, refuse=refuse)
+        shard, lease_id = self._lease_shard(lease_id)
+        return shard.settle_failure(url, lease_id, refuse=refuse)
 
     def settle_requeue(self, url: str, lease_id: int) -> bool:
-        return self.shards[self._leased_shard(url)].settle_requeue(url, lease_id)
+        shard, lease_id = self._lease_shard(lease_id)
+        return shard.settle_requeue(url, lease_id)
 
     # -- the outbox ------------------------------------------------------------------
 
