@@ -158,10 +158,9 @@ def test_a_delivery_cut_short_is_finished_by_another_worker_once(redis_cluster):
     store.inject(link(a_url), 1.0)
     lease = store.pop()
     # 1. killed between the settle script and the delivery
-    deliver = store.deliver
-    store.deliver = lambda index: 0
+    store._deliver_entries = lambda index, members: (0, 0)
     assert AopicEngine(store, lambda_tax=0.5).visit(lease, [link(b_url)])
-    store.deliver = deliver
+    del store._deliver_entries
     assert store.get(b_url) is None  # still in shard A's outbox ...
     assert store.in_transit() == pytest.approx(0.5)
     # ... which counts as work of the crawl (activity would deliver it)
@@ -170,15 +169,17 @@ def test_a_delivery_cut_short_is_finished_by_another_worker_once(redis_cluster):
     # 2. a second worker applies the entry and dies before removing it
     other = RedisClusterStore.from_url(redis_cluster.url, key_prefix=store.key_prefix, shards=SHARDS)
     source = store.shard_index(a_url)
-    zrem = other.server.zrem
+    run = other.shards[source]._run
 
-    def die_before_removing(*args):
-        raise SystemExit("killed")
+    def die_before_removing(op, *args, **kwargs):
+        if op == "ack":
+            raise SystemExit("killed")
+        return run(op, *args, **kwargs)
 
-    other.server.zrem = die_before_removing
+    other.shards[source]._run = die_before_removing
     with pytest.raises(SystemExit):
         other.deliver(source)
-    other.server.zrem = zrem
+    other.shards[source]._run = run
     assert store.get(b_url).cash == pytest.approx(0.5)
     assert abs(store.in_transit()) <= 1e-12
     # 3. the entry is still in the outbox: delivered again, applied once

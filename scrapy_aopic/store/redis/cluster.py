@@ -11,10 +11,14 @@ failover), see :class:`~.scripts.ClusterScriptConnection`.
 **Cross-shard credits.** A visit settled on shard A whose links belong to
 shards B and C is one script on A (``settle_visit_x``): it pays A's own
 links and lambda and moves the amounts for B and C into A's outbox (an
-entry per destination, with a sequence number). The same worker then
-delivers A's outbox: a ``receive`` script on B applies the entries it has
-not applied yet (B remembers the last sequence applied per source shard),
-then the entries are removed from A. A worker killed between the two steps
+entry per destination, with a sequence number) and replies with the
+outbox's first entries. The same worker then delivers them: a ``receive``
+script on B applies, in sequence order, the entries it has not applied yet
+(B remembers the last sequence applied per source shard), then they are
+removed from A. Every delivery is of a *prefix* of the outbox, never of a
+worker's own entries alone: an entry B skips because a later one from A
+was applied was itself applied first, by the same script that applied the
+later one (both were in that deliverer's prefix). A worker killed between the two steps
 leaves the entries in A's outbox, where the next delivery (any worker's
 :meth:`activity` or next cross-shard settle on A) finds them; a delivery
 repeated because the removal never happened is skipped by B. Each shard
@@ -50,7 +54,7 @@ logger = logging.getLogger(__name__)
 
 #: Seconds a shard whose pop found it empty is asked after the others.
 EMPTY_RECHECK = 0.5
-#: Outbox entries delivered per round trip.
+#: Outbox entries read per round trip by :meth:`RedisClusterStore.deliver`.
 DELIVERY_BATCH = 256
 _OUTBOX_HEAD = struct.Struct(">QI")  # seq, destination shard
 
@@ -464,9 +468,7 @@ class RedisClusterStore(FrontierStore):
         args: list[Any] = [url, int(lease_id), fmt(history), fmt(visited_at), len(remote)]
         for target, credit_args in remote.items():
             args += [target, len(credit_args) // 5, *credit_args]
-        done = bool(shard._run("settle_visit_x", *args, *local))
-        self.deliver(index)
-        return done
+        return self._sent(index, shard._run("settle_visit_x", *args, *local))
 
     def settle_transfer(self, url: str, lease_id: int, target: Link) -> bool:
         shard, lease_id = self._lease_shard(lease_id)
@@ -474,9 +476,8 @@ class RedisClusterStore(FrontierStore):
         dest = self.shard_index(target.url)
         if dest == index:
             return shard.settle_transfer(url, lease_id, target)
-        done = bool(shard._run("settle_transfer_x", url, int(lease_id), dest, *shard._link_args(target), ""))
-        self.deliver(index)
-        return done
+        return self._sent(index, shard._run("settle_transfer_x", url, int(lease_id), dest,
+                                            *shard._link_args(target), ""))
 
     def settle_failure(self, url: str, lease_id: int, *, refuse: bool = False) -> bool:
         shard, lease_id = self._lease_shard(lease_id)
@@ -488,38 +489,50 @@ class RedisClusterStore(FrontierStore):
 
     # -- the outbox ------------------------------------------------------------------
 
+    def _sent(self, index: int, result) -> bool:
+        """A cross-shard settle's result (``{1, entry...}``, or 0 for a
+        stale lease): the outbox's first entries, those it just sent among
+        them, are delivered now."""
+        if not result:
+            return False
+        self._deliver_entries(index, result[1:])
+        return True
+
     def deliver(self, index: int) -> int:
         """Deliver shard ``index``'s outbox to the shards it credits (see the
         module's docstring); returns how many entries were newly applied.
         Idempotent: a repeated delivery applies nothing twice."""
-        source = self.shards[index]
-        outbox = source.keys.tag + ":out"
         applied = 0
         while True:
-            members = source._retrying(
-                "deliver", lambda: self.server.zrange(outbox, 0, DELIVERY_BATCH - 1)
-            )
-            if not members:
+            members = self.shards[index]._run("outbox", DELIVERY_BATCH)
+            got, removed = self._deliver_entries(index, members)
+            applied += got
+            if removed < DELIVERY_BATCH:
                 return applied
-            by_dest: dict[int, list[Any]] = {}
-            done = []
-            for member in members:
-                seq, dest = _OUTBOX_HEAD.unpack_from(member)
-                if 0 <= dest < len(self.shards):
-                    by_dest.setdefault(dest, []).extend((seq, member[_OUTBOX_HEAD.size:]))
-                    done.append(member)
-                else:  # not written by this store: left where it is, its cash in transit
-                    logger.warning("aopic: an entry of shard %d's outbox names shard %d of %d; left there",
-                                   index, dest, len(self.shards))
-            for dest, entries in by_dest.items():
-                got = int(self.shards[dest]._run("receive", index, *entries))
-                applied += got
-                self.delivered += len(entries) // 2
-                self.redelivered += len(entries) // 2 - got
-            if done:
-                source._retrying("deliver", lambda: self.server.zrem(outbox, *done))
-            if len(done) < DELIVERY_BATCH:
-                return applied
+
+    def _deliver_entries(self, index: int, members: list[bytes]) -> tuple[int, int]:
+        """Apply outbox entries of shard ``index`` on their shards (in
+        sequence order, one script per destination), then remove them from
+        the outbox: ``(newly applied, removed)``."""
+        applied = 0
+        by_dest: dict[int, list[Any]] = {}
+        done = []
+        for member in members:
+            seq, dest = _OUTBOX_HEAD.unpack_from(member)
+            if 0 <= dest < len(self.shards):
+                by_dest.setdefault(dest, []).extend((seq, member[_OUTBOX_HEAD.size:]))
+                done.append(member)
+            else:  # not written by this store: left where it is, its cash in transit
+                logger.warning("aopic: an entry of shard %d's outbox names shard %d of %d; left there",
+                               index, dest, len(self.shards))
+        for dest, entries in by_dest.items():
+            got = int(self.shards[dest]._run("receive", index, *entries))
+            applied += got
+            self.delivered += len(entries) // 2
+            self.redelivered += len(entries) // 2 - got
+        if done:
+            self.shards[index]._run("ack", *done)
+        return applied, len(done)
 
     # -- other ------------------------------------------------------------------------
 

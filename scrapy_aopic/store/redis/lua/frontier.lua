@@ -543,6 +543,15 @@ local function send(dest, first, last)
   return amount
 end
 
+-- The first ``n`` entries of the outbox, oldest first: a deliverer always
+-- delivers a prefix of the outbox, in order (never only the entries it sent
+-- itself), which is what makes the per-source last sequence on the
+-- receiving side a sound guard: an entry skipped there was applied, in the
+-- same script, before a later one of the same prefix.
+local function outbox_head(n)
+  return redis.call('ZRANGE', P .. ':out', 0, n - 1)
+end
+
 -- ops ------------------------------------------------------------------
 local result
 
@@ -676,7 +685,7 @@ elseif OP == 'settle_visit_x' then
       i = i + 2 + 5 * n
     end
     to_lambda(cash - credit_all(i, #ARGV) - sent)
-    result = 1
+    result = {1, unpack(outbox_head(64))}
   end
 
 elseif OP == 'settle_failure' then
@@ -724,8 +733,16 @@ elseif OP == 'settle_transfer_x' then
     ARGV[A + 5] = tostring(math.min(tonumber(ARGV[A + 5]), depth))
     ARGV[A + 7] = fmt(amount)
     send(ARGV[A + 2], A + 3, A + 7)
-    result = 1
+    result = {1, unpack(outbox_head(64))}
   end
+
+elseif OP == 'outbox' then
+  -- n -> the first n entries of the outbox
+  result = outbox_head(tonumber(ARGV[A]))
+
+elseif OP == 'ack' then
+  -- outbox entries delivered: removed (an entry already removed is ignored)
+  result = redis.call('ZREM', P .. ':out', unpack(ARGV, A))
 
 elseif OP == 'receive' then
   -- source-shard, then (seq payload) per outbox entry of that source, in
