@@ -358,3 +358,33 @@ def test_a_sigkilled_worker_is_recovered_through_its_leases(tmp_path, redis_clus
     store = assert_crawl_books(redis_cluster, name, reports)
     assert reachable <= {v.url for v in store.iter_accounts() if v.state == CRAWLED}
     store.close()
+
+
+def test_scrapy_aopic_stats_and_top_read_every_shard(redis_cluster, capsys):
+    import json
+
+    from tests.integration.test_commands import run_inprocess
+
+    store = new_store(redis_cluster)
+    engine = AopicEngine(store)
+    for page in range(8):
+        engine.add_seed(link(page_url(page)), 1.0 + page)
+    lease = engine.next()
+    engine.visit(lease, [link(page_url(p)) for p in range(8, 14)])
+    expected = [page.url for page in engine.ranking()]
+    known = store.totals().known
+    args = ["-s", "AOPIC_BACKEND=redis", "-s", "AOPIC_REDIS_CLUSTER=True", "-s", f"REDIS_URL={redis_cluster.url}",
+            "--redis-key", store.key_prefix]
+    stats = run_inprocess(["stats", "--json", *args], capsys)
+    assert stats.returncode == 0, stats.stderr
+    summary = json.loads(stats.stdout)
+    assert summary["known"] == known == 14 and summary["states"]["crawled"] == 1
+    assert summary["conservation_error"] <= 1e-9
+    assert "3 shards" in summary["frontier"]
+    top = run_inprocess(["top", "--json", *args], capsys)
+    assert top.returncode == 0, top.stderr
+    assert [json.loads(line)["url"] for line in top.stdout.splitlines()] == expected
+    wrong = run_inprocess(["top", "--redis-key", "nothing:here", *args[:-2]], capsys)
+    assert wrong.returncode == 1 and "no sharded AOPIC frontier" in wrong.stderr
+    store.clear()
+    store.close()
