@@ -122,3 +122,39 @@ class RedisCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def move_slot(ports: list[int], slot: int, target_port: int) -> int:
+    """Move hash slot ``slot`` and its keys to the node on ``target_port``
+    (``CLUSTER SETSLOT IMPORTING`` / ``MIGRATING``, ``MIGRATE``, then
+    ``SETSLOT NODE`` on every node), as ``redis-cli --cluster reshard``
+    does; returns how many keys moved. Clients learn it from ``MOVED``."""
+    import redis
+
+    nodes = {port: redis.Redis(port=port) for port in ports}
+    try:
+        ids = {port: client.cluster("MYID").decode() if isinstance(client.cluster("MYID"), bytes)
+               else client.cluster("MYID") for port, client in nodes.items()}
+        source_port = next(port for port, client in nodes.items()
+                           if client.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) > 0
+                           or _owns(client, slot, ids[port]))
+        source, target = nodes[source_port], nodes[target_port]
+        target.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[source_port])
+        source.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[target_port])
+        moved = 0
+        while keys := source.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+            source.execute_command("MIGRATE", "127.0.0.1", target_port, "", 0, 5000, "KEYS", *keys)
+            moved += len(keys)
+        for client in nodes.values():
+            client.execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[target_port])
+        return moved
+    finally:
+        for client in nodes.values():
+            client.close()
+
+
+def _owns(client, slot: int, node_id: str) -> bool:
+    for low, high, primary, *_ in client.execute_command("CLUSTER", "SLOTS"):
+        if low <= slot <= high:
+            return primary[2] in (node_id, node_id.encode())
+    return False

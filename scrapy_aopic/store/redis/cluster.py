@@ -54,6 +54,13 @@ logger = logging.getLogger(__name__)
 
 #: Seconds a shard whose pop found it empty is asked after the others.
 EMPTY_RECHECK = 0.5
+#: A worker delivers a shard's outbox after a cross-shard settle once it
+#: holds this many entries or its oldest undelivered settle on that shard is
+#: this many seconds old (and always before a pop that finds nothing, at
+#: close and in :meth:`RedisClusterStore.activity`): one ``receive`` per
+#: destination and one ``ack`` serve many settles.
+DELIVER_ENTRIES = 32
+DELIVER_SECONDS = 0.2
 #: Outbox entries read per round trip by :meth:`RedisClusterStore.deliver`.
 DELIVERY_BATCH = 256
 _OUTBOX_HEAD = struct.Struct(">QI")  # seq, destination shard
@@ -102,6 +109,8 @@ class RedisClusterStore(FrontierStore):
         self.last_reclaimed = 0
         self._next = 0  # the shard the next pop asks first
         self._empty_until = [0.0] * len(self.shards)
+        #: per shard: when this worker's oldest undelivered settle there was made
+        self._undelivered: dict[int, float] = {}
         #: outbox entries this store delivered, and of them those already applied
         self.delivered = 0
         self.redelivered = 0
@@ -419,19 +428,23 @@ class RedisClusterStore(FrontierStore):
         self.last_lambda_payout = 0.0
         self.last_reclaimed = 0
         count = len(self.shards)
-        clock = time.monotonic()
-        order = [(self._next + step) % count for step in range(count)]
-        # shards found empty lately are asked last, only if the others have nothing
-        order.sort(key=lambda index: self._empty_until[index] > clock)
-        for index in order:
-            shard = self.shards[index]
-            lease = shard.pop(ready, min_share, busy=busy, visit_lambda=visit_lambda, now=now)
-            self.last_lambda_payout += shard.last_lambda_payout
-            self.last_reclaimed += shard.last_reclaimed
-            if lease is not None:
-                self._next = (index + 1) % count
-                return self._global_lease(lease, index)
-            self._empty_until[index] = clock + EMPTY_RECHECK if shard.last_pending == 0 else 0.0
+        for attempt in range(2):
+            clock = time.monotonic()
+            order = [(self._next + step) % count for step in range(count)]
+            # shards found empty lately are asked last, only if the others have nothing
+            order.sort(key=lambda index: self._empty_until[index] > clock)
+            for index in order:
+                shard = self.shards[index]
+                lease = shard.pop(ready, min_share, busy=busy, visit_lambda=visit_lambda and not attempt, now=now)
+                self.last_lambda_payout += shard.last_lambda_payout
+                self.last_reclaimed += shard.last_reclaimed
+                if lease is not None:
+                    self._next = (index + 1) % count
+                    return self._global_lease(lease, index)
+                self._empty_until[index] = clock + EMPTY_RECHECK if shard.last_pending == 0 else 0.0
+            # nothing anywhere: the credits this worker held back may be the work
+            if not (self._undelivered and self.deliver_pending()):
+                return None
         return None
 
     def take(self, url: str) -> Lease | None:
@@ -490,18 +503,31 @@ class RedisClusterStore(FrontierStore):
     # -- the outbox ------------------------------------------------------------------
 
     def _sent(self, index: int, result) -> bool:
-        """A cross-shard settle's result (``{1, entry...}``, or 0 for a
-        stale lease): the outbox's first entries, those it just sent among
-        them, are delivered now."""
+        """A cross-shard settle's result (``{1, entry...}``: the outbox's
+        first entries, or 0 for a stale lease); they are delivered now if
+        there are :data:`DELIVER_ENTRIES` of them or the oldest settle this
+        worker left there is :data:`DELIVER_SECONDS` old."""
         if not result:
             return False
-        self._deliver_entries(index, result[1:])
+        now = time.monotonic()
+        since = self._undelivered.setdefault(index, now)
+        if len(result) - 1 >= DELIVER_ENTRIES or now - since >= DELIVER_SECONDS:
+            self._undelivered.pop(index, None)
+            self._deliver_entries(index, result[1:])
         return True
+
+    def deliver_pending(self) -> int:
+        """Deliver the outboxes where this worker left entries."""
+        applied = 0
+        for index in list(self._undelivered):
+            applied += self.deliver(index)
+        return applied
 
     def deliver(self, index: int) -> int:
         """Deliver shard ``index``'s outbox to the shards it credits (see the
         module's docstring); returns how many entries were newly applied.
         Idempotent: a repeated delivery applies nothing twice."""
+        self._undelivered.pop(index, None)
         applied = 0
         while True:
             members = self.shards[index]._run("outbox", DELIVERY_BATCH)
@@ -540,6 +566,12 @@ class RedisClusterStore(FrontierStore):
         return sum(shard.clear() for shard in self.shards)
 
     def close(self) -> None:
+        if not self.readonly and self.stalled_for is None:
+            try:
+                self.deliver_pending()
+            except Exception as exc:  # noqa: BLE001 - closing: the entries stay for the next delivery
+                logger.warning("aopic: outbox entries left undelivered at close (%s); the other workers "
+                               "deliver them", exc)
         for shard in self.shards:
             shard.close()
         if self._owns_server:

@@ -155,6 +155,9 @@ class ClusterScriptConnection:
     def __init__(self, server):
         self.server = server
         self._nodes: dict[str, ScriptConnection] = {}  # node name -> our connection to it
+        # first key of a call -> the connection of its node (a store's calls
+        # name few keys); forgotten whenever a call has to be rerouted
+        self._routes: dict[Any, tuple[str, ScriptConnection]] = {}
 
     @staticmethod
     def pack(script: LuaScript, keys: tuple | list, args: tuple | list) -> tuple:
@@ -166,15 +169,21 @@ class ClusterScriptConnection:
 
     def call_many(self, script: LuaScript, commands: list[tuple]) -> list[Any]:
         """Calls of one slot (one store's), in one write."""
-        node = self.server.get_node_from_key(commands[0][3])
-        conn = self._nodes.get(node.name)
-        if conn is None:
-            conn = self._nodes[node.name] = ScriptConnection(node.redis_connection)
+        key = commands[0][3]
+        route = self._routes.get(key)
+        if route is None:
+            node = self.server.get_node_from_key(key)
+            conn = self._nodes.get(node.name)
+            if conn is None:
+                conn = self._nodes[node.name] = ScriptConnection(node.redis_connection)
+            route = self._routes[key] = (node.name, conn)
+        name, conn = route
         try:
             return conn.call_many(script, [pack_command(*command) for command in commands])
         except self._REROUTE:
             conn.close()
-            del self._nodes[node.name]
+            self._nodes.pop(name, None)
+            self._routes.clear()
         return [self._through_client(script, command) for command in commands]
 
     def _through_client(self, script: LuaScript, command: tuple) -> Any:
@@ -188,6 +197,7 @@ class ClusterScriptConnection:
         for conn in self._nodes.values():
             conn.close()
         self._nodes.clear()
+        self._routes.clear()
 
 
 def script_connection(server) -> ScriptConnection | ClusterScriptConnection:
