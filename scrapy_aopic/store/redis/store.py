@@ -35,7 +35,13 @@ from .seeds import SharedSeeds
 
 logger = logging.getLogger(__name__)
 
-_RETRYABLE = (redis.ConnectionError, redis.TimeoutError)
+# (the cluster errors: a Redis Cluster failing over or resharding, see .cluster)
+_RETRYABLE = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+)
 
 #: Seconds one worker's claim to recount the books at its close lasts.
 BOOKS_CLAIM_SECONDS = 60
