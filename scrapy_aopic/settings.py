@@ -391,7 +391,9 @@ define("AOPIC_REDIS_CLUSTER", False, "redis", """
     of a Redis Cluster, and the frontier is sharded by host over it
     (``AOPIC_REDIS_SHARDS`` shards, each a complete frontier in one hash
     slot; links to another shard's hosts are credited through an outbox).
-    The same spiders run unchanged. Lambda is per shard. See
+    The same spiders run unchanged. Each shard pays its own lambda, whose
+    cash is first spread over the shards by their targets (one payout rate
+    for the whole crawl). See
     docs/distributed.rst, "Sharding by host over Redis Cluster", for what
     is not built yet.""")
 define("AOPIC_REDIS_SHARDS", 16, "redis", """

@@ -420,3 +420,39 @@ def test_a_shard_whose_slot_moves_mid_crawl_goes_on(redis_cluster):
     assert_books(store)
     store.clear()
     store.close()
+
+
+def test_lambda_is_spread_over_the_shards_by_their_targets(redis_cluster):
+    """All taxes are paid on one shard; balancing spreads lambda's cash so
+    that every shard's targets get the same dividend, as one lambda would
+    pay, and the books balance per shard and overall."""
+    store = new_store(redis_cluster)
+    by_shard = {i: [p for p in range(64) if store.shard_index(page_url(p)) == i] for i in range(SHARDS)}
+    for pages in by_shard.values():
+        for page in pages[:4]:
+            store.inject(link(page_url(page)), 1.0)
+    rich = 0
+    lease = store.shards[rich].pop()
+    # the visit pays lambda a tax and one link on the same shard
+    local = next(p for p in by_shard[rich] if page_url(p) != lease.url and p not in by_shard[rich][:4])
+    AopicEngine(store, lambda_tax=0.5).visit(store._global_lease(lease, rich), [link(page_url(local))])
+    rows = store.shard_totals()
+    assert rows[rich][0].lambda_cash == 0.5 and all(r[0].lambda_cash == 0 for i, r in enumerate(rows) if i != rich)
+    moved = store.balance_lambda()
+    rows = store.shard_totals()
+    pending = [t.pending for t, _, _ in rows]
+    per_target = [t.lambda_cash / t.pending for t, _, _ in rows]
+    assert moved == pytest.approx(0.5 * (1 - pending[rich] / sum(pending)), rel=1e-12)
+    assert max(per_target) == pytest.approx(min(per_target), rel=1e-12)
+    assert sum(t.lambda_cash for t, _, _ in rows) == pytest.approx(0.5, rel=1e-15)
+    assert_books(store)
+    # paid out: every pending URL of every shard gets the same dividend
+    before = {v.url: v.cash for v in store.iter_accounts() if v.state == PENDING}
+    assert store.visit_lambda() == pytest.approx(0.5, rel=1e-12)
+    gains = {v.url: v.cash - before[v.url] for v in store.iter_accounts() if v.state == PENDING}
+    assert len({store.shard_index(u) for u in gains}) == SHARDS
+    assert max(gains.values()) == pytest.approx(min(gains.values()), rel=1e-9)
+    assert max(gains.values()) == pytest.approx(0.5 / sum(pending), rel=1e-9)
+    assert_books(store)
+    store.clear()
+    store.close()

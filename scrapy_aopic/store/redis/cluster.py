@@ -27,8 +27,12 @@ received - sent``), the crawl as a whole ``sum(accounts + lambda + in
 flight) + in transit == sum(injected)``, ``in transit`` being ``sum(sent) -
 sum(received)``.
 
-**Lambda** is per shard: a shard's taxes are paid to that shard's pending
-pages (see ``docs/distributed.rst``).
+**Lambda** is paid by each shard to its own targets, when due at a pop
+there; :meth:`RedisClusterStore.balance_lambda` (every
+:data:`LAMBDA_BALANCE_SECONDS` per worker) first moves lambda's cash
+between shards, through the outbox, so that every shard holds the share of
+the crawl's lambda its targets are of all targets: every target then gets
+about the same dividend, as with one lambda (see ``docs/distributed.rst``).
 
 **Selection.** Greedy within a shard; a worker asks the shards in turn
 (round robin from where its last pop succeeded), a shard its last pop found
@@ -61,6 +65,8 @@ EMPTY_RECHECK = 0.5
 #: destination and one ``ack`` serve many settles.
 DELIVER_ENTRIES = 32
 DELIVER_SECONDS = 0.2
+#: Seconds between a worker's rebalancing of lambda's cash over the shards.
+LAMBDA_BALANCE_SECONDS = 1.0
 #: Outbox entries read per round trip by :meth:`RedisClusterStore.deliver`.
 DELIVERY_BATCH = 256
 _OUTBOX_HEAD = struct.Struct(">QI")  # seq, destination shard
@@ -109,6 +115,7 @@ class RedisClusterStore(FrontierStore):
         self.last_reclaimed = 0
         self._next = 0  # the shard the next pop asks first
         self._empty_until = [0.0] * len(self.shards)
+        self._balanced_at = 0.0
         #: per shard: when this worker's oldest undelivered settle there was made
         self._undelivered: dict[int, float] = {}
         #: outbox entries this store delivered, and of them those already applied
@@ -428,6 +435,8 @@ class RedisClusterStore(FrontierStore):
         self.last_lambda_payout = 0.0
         self.last_reclaimed = 0
         count = len(self.shards)
+        if visit_lambda and time.monotonic() - self._balanced_at >= LAMBDA_BALANCE_SECONDS:
+            self.balance_lambda()
         for attempt in range(2):
             clock = time.monotonic()
             order = [(self._next + step) % count for step in range(count)]
@@ -453,7 +462,49 @@ class RedisClusterStore(FrontierStore):
         return None if lease is None else self._global_lease(lease, index)
 
     def visit_lambda(self) -> float:
+        self.balance_lambda()
         return sum(shard.visit_lambda() for shard in self.shards)
+
+    def balance_lambda(self) -> float:
+        """Move lambda's cash between shards so that shard *s* holds
+        ``Λ × N_s / Σ N`` (``Λ``: lambda's cash over all shards, ``N_s``:
+        the shard's lambda targets): each shard with more sends its surplus
+        to those with less, in proportion to what they lack, through the
+        outbox (delivered at once, idempotent). The shards keep paying
+        their own lambda; with the cash spread so, every target of the
+        crawl gets about ``Λ / Σ N``, as with one lambda. Figures read
+        while others write may be slightly stale: a shard never sends more
+        than its lambda holds, so the books stay balanced whatever happens.
+        Returns the amount moved."""
+        self._balanced_at = time.monotonic()
+        targets_of = ("pending", "leased", "crawled") if self.lambda_targets == "all" else ("pending",)
+
+        def build(pipe):
+            for shard in self.shards:
+                pipe.hmget(shard.keys.tot, ["lambda_cash", *targets_of])
+
+        cash, targets = [], []
+        for row in self._pipelined("lambda", build):
+            values = [float(v or 0) for v in row]
+            cash.append(max(values[0], 0.0))
+            targets.append(sum(values[1:]))
+        total_cash, total_targets = sum(cash), sum(targets)
+        if total_cash <= 0 or total_targets <= 0:
+            return 0.0
+        surplus = [c - total_cash * n / total_targets for c, n in zip(cash, targets)]
+        lacking = {i: -s for i, s in enumerate(surplus) if s < 0}
+        short = sum(lacking.values())
+        moved = 0.0
+        for index, extra in enumerate(surplus):
+            if extra <= 1e-12 * total_cash or short <= 0:
+                continue
+            args: list[Any] = []
+            for dest, need in lacking.items():
+                args += [dest, fmt(extra * need / short)]
+            result = self.shards[index]._run("lambda_send", *args)
+            moved += float(result[0])
+            self._deliver_entries(index, result[1:])
+        return moved
 
     def reclaim_expired(self, now: float | None = None) -> int:
         return sum(shard.reclaim_expired(now) for shard in self.shards)

@@ -521,8 +521,8 @@ local function make_alias(url, id, turl)
 end
 
 -- Cross-shard credits (a frontier sharded over a Redis Cluster, one such
--- frontier per shard; see store/redis/cluster.py). The credits in
--- ARGV[first..last] for accounts of shard ``dest`` leave this shard's books
+-- frontier per shard; see store/redis/cluster.py). The credits ``parts``
+-- (url host depth req amount, ...) for accounts of shard ``dest`` leave this shard's books
 -- (tot field 'xsent') into its outbox P:out: a sorted set by sequence
 -- number (tot 'xseq'), member seq (8 bytes) .. dest (4 bytes) .. the
 -- credits (msgpack: strings, amounts in decimal as they came). A worker
@@ -531,16 +531,24 @@ end
 -- removes them here: a delivery repeated after a crash is a no-op. Each
 -- shard balances on its own: accounts + lambda + in flight == injected +
 -- xrecv - xsent. Returns the amount sent.
-local function send(dest, first, last)
-  local parts, amount = {}, 0
-  for i = first, last do parts[#parts + 1] = ARGV[i] end
-  for i = first + 4, last, 5 do amount = amount + tonumber(ARGV[i]) end
+-- An entry whose url is '' credits the destination's lambda (a global
+-- lambda: see 'lambda_send').
+local function send_parts(dest, parts)
+  local amount = 0
+  for i = 5, #parts, 5 do amount = amount + tonumber(parts[i]) end
   T.xseq = (T.xseq or 0) + 1
   T.xsent = (T.xsent or 0) + amount
   redis.call('HSET', K_TOT, 'xseq', T.xseq, 'xsent', fmt(T.xsent))
   redis.call('ZADD', P .. ':out', T.xseq,
     struct.pack('>I8I4', T.xseq, tonumber(dest)) .. cmsgpack.pack(parts))
   return amount
+end
+
+-- the credits in ARGV[first..last]
+local function send(dest, first, last)
+  local parts = {}
+  for i = first, last do parts[#parts + 1] = ARGV[i] end
+  return send_parts(dest, parts)
 end
 
 -- The first ``n`` entries of the outbox, oldest first: a deliverer always
@@ -736,6 +744,20 @@ elseif OP == 'settle_transfer_x' then
     result = {1, unpack(outbox_head(64))}
   end
 
+elseif OP == 'lambda_send' then
+  -- (shard amount)...: move up to these amounts of lambda's cash to other
+  -- shards' lambda, through the outbox (never more than lambda holds)
+  -- -> {amount sent, outbox entries...}
+  local sent = 0
+  for i = A, #ARGV - 1, 2 do
+    local amount = math.min(tonumber(ARGV[i + 1]), T.lambda_cash)
+    if amount > 0 then
+      T.lambda_cash = T.lambda_cash - amount
+      sent = sent + send_parts(ARGV[i], {'', '', '0', '', fmt(amount)})
+    end
+  end
+  result = {fmt(sent), unpack(outbox_head(64))}
+
 elseif OP == 'outbox' then
   -- n -> the first n entries of the outbox
   result = outbox_head(tonumber(ARGV[A]))
@@ -758,7 +780,11 @@ elseif OP == 'receive' then
         for j = 1, #parts - 4, 5 do
           local amount = tonumber(parts[j + 4]) or 0
           received = received + amount
-          credit(parts[j], parts[j + 1], tonumber(parts[j + 2]) or 0, parts[j + 3], amount)
+          if parts[j] == '' then
+            to_lambda(amount)
+          else
+            credit(parts[j], parts[j + 1], tonumber(parts[j + 2]) or 0, parts[j + 3], amount)
+          end
         end
       else
         corrupt('outbox entry ' .. source .. ':' .. ARGV[i])
