@@ -103,12 +103,12 @@ class RedisClusterStore(FrontierStore):
         self.lambda_targets = lambda_targets
         self.readonly = readonly
         self._owns_server = owns_server
-        self.shards = [
+        self.shards = [RedisStore(server, shard_prefix(key_prefix, 0), lambda_targets, readonly=readonly, **kwargs)]
+        self._check_shard_count(int(shards))  # before any other shard is written to
+        self.shards += [
             RedisStore(server, shard_prefix(key_prefix, i), lambda_targets, readonly=readonly, **kwargs)
-            for i in range(int(shards))
+            for i in range(1, int(shards))
         ]
-        self._check_shard_count()
-        self.keys = self.shards[0].keys  # the seeds and books claims live on shard 0
         self.retry_timeout = self.shards[0].retry_timeout
         self.lease_timeout = self.shards[0].lease_timeout
         self.last_lambda_payout = 0.0
@@ -161,7 +161,7 @@ class RedisClusterStore(FrontierStore):
         )
         return store
 
-    def _check_shard_count(self) -> None:
+    def _check_shard_count(self, shards: int) -> None:
         """A worker with another shard count would file URLs under other
         shards (fetching them twice): refuse it."""
         first = self.shards[0]
@@ -169,14 +169,14 @@ class RedisClusterStore(FrontierStore):
 
         def check():
             if not self.readonly:
-                self.server.hsetnx(key, "shards", len(self.shards))
+                self.server.hsetnx(key, "shards", shards)
             return self.server.hget(key, "shards")
 
         stored = text(first._retrying("setup", check))
-        if stored is not None and int(stored) != len(self.shards):
+        if stored is not None and int(stored) != shards:
             raise ValueError(
                 f"the frontier {self.key_prefix} was started with AOPIC_REDIS_SHARDS={stored}; "
-                f"this worker uses {len(self.shards)}"
+                f"this worker uses {shards}"
             )
 
     # -- routing ---------------------------------------------------------------
@@ -322,7 +322,20 @@ class RedisClusterStore(FrontierStore):
         return errors
 
     def pending_count(self) -> int:
-        return sum(shard.pending_count() for shard in self.shards)
+        """Pending URLs over every shard: each shard's count from its last
+        pop when this process changed nothing there since, the others read
+        in one pipeline (see :meth:`RedisStore.pending_count`)."""
+        stale = [shard for shard in self.shards if not shard._pending_fresh]
+        if stale:
+
+            def build(pipe):
+                for shard in stale:
+                    pipe.hget(shard.keys.tot, "pending")
+
+            for shard, raw in zip(stale, self._pipelined("pending", build)):
+                shard.last_pending = int(float(raw or 0))
+                shard._pending_fresh = True
+        return sum(shard.last_pending for shard in self.shards)
 
     @property
     def last_pending(self) -> int:
@@ -389,7 +402,7 @@ class RedisClusterStore(FrontierStore):
         seeds = self._seeds_waiting(seeds_key) if seeds_key else 0
         first = self._census()
         for index, row in enumerate(first):
-            if row[2]:
+            if row[2] and not self.readonly:  # (a reader only looks)
                 self.deliver(index)
         second = self._census()
         pending = sum(row[0] for row in second)

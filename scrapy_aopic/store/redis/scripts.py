@@ -133,9 +133,9 @@ class ClusterScriptConnection:
     The fast path sends a call, packed here, on this process's own
     connection to the node that redis-py's ``RedisCluster`` says holds the
     call's slot (every call's keys share one hash tag), as
-    :class:`ScriptConnection` does on one Redis (``bench_redis_cluster.py``:
-    the cluster client's own ``execute_command`` costs several times the
-    client CPU). Anything else than a plain reply there (``MOVED`` / ``ASK``
+    :class:`ScriptConnection` does on one Redis: the cluster client's own
+    ``execute_command`` costs more client CPU per call (slot, policies,
+    its pool) than the call itself. Anything else than a plain reply there (``MOVED`` / ``ASK``
     after slots moved, a node down or failed over, ``TRYAGAIN``) resends the
     call through the cluster client, which follows the redirect, refreshes
     its slot map and reconnects: the routing is always the client's.
