@@ -20,6 +20,14 @@ client process.
    ``inject_many`` of ``--memory`` URLs over 1000 hosts, minus before, per
    URL; and how the URLs spread over the shards.
 
+3. (``--ordering N``) crawl order: the same synthetic web of N pages
+   (``scrapy_aopic.sim.synthetic.scale_free_web``) crawled greedily by one
+   client through ``pop`` (lambda visited when due) and ``settle_visit``,
+   on one Redis and on the cluster with S = 3 and 16 shards; PageRank
+   captured after 10 % and 25 % of the pages were fetched, as a share of the
+   ideal order's (``scrapy_aopic.sim.runner``'s metrics). The round robin
+   over shards and per-shard greedy order against one greedy order.
+
 The machine has 2 cores shared with other work: only the ratios measured
 in one run mean something.
 """
@@ -156,12 +164,63 @@ def memory(args, single: RedisStore, cluster: RedisClusterStore, servers: dict) 
         store.clear()
 
 
+def ordering(args, single: RedisStore, cluster_url: str, prefix: str) -> None:
+    """PageRank captured, one Redis vs S shards, on one synthetic web."""
+    import numpy as np
+
+    from scrapy_aopic.sim.pagerank import pagerank
+    from scrapy_aopic.sim.runner import captured, ideal, value_at
+    from scrapy_aopic.sim.synthetic import scale_free_web
+
+    graph = scale_free_web(args.ordering, seed=1, trap_share=0.0, farm_share=0.0)
+    true_rank = pagerank(graph)
+    indptr, indices, host = graph.indptr, graph.indices, graph.host.tolist()
+    names = graph.host_names
+
+    def node_url(u: int) -> str:
+        return f"http://{names[host[u]]}/{u}"
+
+    budget = args.ordering // 4
+    print(f"3. ordering: synthetic web of {graph.n} pages on {len(names)} sites, {budget} fetches; "
+          "PageRank captured as a share of the ideal order's")
+    checkpoints = (args.ordering // 10, budget)
+    for name, store in [("single", single)] + [
+        (f"S = {shards}", RedisClusterStore.from_url(cluster_url, key_prefix=f"{prefix}-o{shards}", shards=shards,
+                                                    host_concurrency=0))
+        for shards in (3, 16)
+    ]:
+        store.clear() if name == "single" else None
+        engine = AopicEngine(store, clock=lambda: 1.0)
+        for s in graph.seeds.tolist():
+            engine.add_seed(Link(node_url(s), names[host[s]], 0, None))
+        order = []
+        while len(order) < budget:
+            lease = store.pop(visit_lambda=True)
+            if lease is None:
+                break
+            u = int(lease.url.rsplit("/", 1)[1])
+            order.append(u)
+            engine.visit(lease, [Link(node_url(v), names[host[v]], lease.depth + 1, None)
+                                 for v in indices[indptr[u]:indptr[u + 1]].tolist()])
+        curve = captured(true_rank, np.asarray(order, dtype=np.int64))
+        best = ideal(true_rank, budget)
+        shares = [value_at(curve, k) / value_at(best, k) for k in checkpoints]
+        print(f"   {name:8} " + ", ".join(f"{100 * share:.1f} % at {k} fetches" for share, k in zip(shares, checkpoints))
+              + f"; conservation error {engine.conservation_error():.1e}")
+        store.clear()
+        if name != "single":
+            store.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cycles", type=int, default=3000)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--memory", type=int, default=100_000)
     parser.add_argument("--shards", type=int, default=3)
+    parser.add_argument("--ordering", type=int, default=0, metavar="PAGES",
+                        help="also compare the crawl order on a synthetic web of PAGES pages")
+    parser.add_argument("--skip-cost", action="store_true", help="only the ordering comparison")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         with RedisServer(Path(tmp) / "single") as server, RedisCluster(Path(tmp) / "cluster") as cluster_nodes:
@@ -175,8 +234,11 @@ def main() -> None:
                 ClusterClient.from_url(cluster_nodes.url, decode_responses=False), prefix,
                 shards=args.shards, host_concurrency=0, owns_server=True,
             )
-            per_request(args, single, cluster, servers)
-            memory(args, single, cluster, servers)
+            if not args.skip_cost:
+                per_request(args, single, cluster, servers)
+                memory(args, single, cluster, servers)
+            if args.ordering:
+                ordering(args, single, cluster_nodes.url, prefix)
             single.close()
             cluster.close()
 

@@ -34,15 +34,18 @@ between shards, through the outbox, so that every shard holds the share of
 the crawl's lambda its targets are of all targets: every target then gets
 about the same dividend, as with one lambda (see ``docs/distributed.rst``).
 
-**Selection.** Greedy within a shard; a worker asks the shards in turn
-(round robin from where its last pop succeeded), a shard its last pop found
-empty asked last for :data:`EMPTY_RECHECK` seconds (a pop that returns
-nothing has asked every shard).
+**Selection.** Greedy within a shard; across shards a worker asks first
+the shard whose richest pending URL holds the most cash, as read for every
+shard in one pipeline every :data:`HEADS_SECONDS` and, in between, as its
+own leases leave them (a shard's next head is worth at most the URL just
+leased there): a merge of the shards' greedy orders, a moment stale. A pop
+that returns nothing has asked every shard.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import struct
 import time
 import zlib
@@ -56,8 +59,8 @@ from .store import RedisStore, totals_of
 
 logger = logging.getLogger(__name__)
 
-#: Seconds a shard whose pop found it empty is asked after the others.
-EMPTY_RECHECK = 0.5
+#: Seconds between a worker's readings of every shard's richest URL.
+HEADS_SECONDS = 0.1
 #: A worker delivers a shard's outbox after a cross-shard settle once it
 #: holds this many entries or its oldest undelivered settle on that shard is
 #: this many seconds old (and always before a pop that finds nothing, at
@@ -113,8 +116,10 @@ class RedisClusterStore(FrontierStore):
         self.lease_timeout = self.shards[0].lease_timeout
         self.last_lambda_payout = 0.0
         self.last_reclaimed = 0
-        self._next = 0  # the shard the next pop asks first
-        self._empty_until = [0.0] * len(self.shards)
+        self._next = 0  # the shard after the last lease (round robin among equals)
+        #: per shard: the cash of its richest pending URL, as last read or leased
+        self._heads = [math.inf] * len(self.shards)
+        self._heads_at = 0.0
         self._balanced_at = 0.0
         #: per shard: when this worker's oldest undelivered settle there was made
         self._undelivered: dict[int, float] = {}
@@ -447,27 +452,46 @@ class RedisClusterStore(FrontierStore):
         own lambda when due (``visit_lambda``)."""
         self.last_lambda_payout = 0.0
         self.last_reclaimed = 0
-        count = len(self.shards)
         if visit_lambda and time.monotonic() - self._balanced_at >= LAMBDA_BALANCE_SECONDS:
             self.balance_lambda()
         for attempt in range(2):
-            clock = time.monotonic()
-            order = [(self._next + step) % count for step in range(count)]
-            # shards found empty lately are asked last, only if the others have nothing
-            order.sort(key=lambda index: self._empty_until[index] > clock)
+            if time.monotonic() - self._heads_at >= HEADS_SECONDS:
+                self._read_heads()
+            # richest head first; ties (unknown heads) round robin after the last lease
+            count = len(self.shards)
+            order = sorted(range(count), key=lambda i: (-self._heads[i], (i - self._next) % count))
             for index in order:
                 shard = self.shards[index]
                 lease = shard.pop(ready, min_share, busy=busy, visit_lambda=visit_lambda and not attempt, now=now)
                 self.last_lambda_payout += shard.last_lambda_payout
                 self.last_reclaimed += shard.last_reclaimed
                 if lease is not None:
+                    # the next head there is worth at most this (until credits arrive)
+                    self._heads[index] = lease.cash
                     self._next = (index + 1) % count
                     return self._global_lease(lease, index)
-                self._empty_until[index] = clock + EMPTY_RECHECK if shard.last_pending == 0 else 0.0
+                self._heads[index] = -math.inf  # nothing there for us: asked last until reread
             # nothing anywhere: the credits this worker held back may be the work
             if not (self._undelivered and self.deliver_pending()):
                 return None
+            self._heads_at = 0.0
         return None
+
+    def _read_heads(self) -> None:
+        """Every shard's richest pending cash, in one pipeline: its best
+        host's score is ``mark - cash`` of its best URL, so the cash with
+        its lambda dividend is ``dividend - score``."""
+        self._heads_at = time.monotonic()
+
+        def build(pipe):
+            for shard in self.shards:
+                pipe.zrange(shard.keys.hosts, 0, 0, withscores=True)
+                pipe.hget(shard.keys.tot, "dividend")
+
+        replies = self._pipelined("heads", build)
+        for index in range(len(self.shards)):
+            top, dividend = replies[2 * index], replies[2 * index + 1]
+            self._heads[index] = float(dividend or 0.0) - top[0][1] if top else -math.inf
 
     def take(self, url: str) -> Lease | None:
         index = self.shard_index(url)
