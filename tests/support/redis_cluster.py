@@ -105,13 +105,17 @@ class RedisCluster:
         return self
 
     def _join_by_hand(self) -> None:
+        import redis
+
         first, *others = self.ports
-        for port in others:
-            command(port, "CLUSTER", "MEET", "127.0.0.1", str(first))
         per_node = SLOTS // len(self.ports)
         for i, port in enumerate(self.ports):
-            high = SLOTS - 1 if i == len(self.ports) - 1 else (i + 1) * per_node - 1
-            command(port, "CLUSTER", "ADDSLOTSRANGE", str(i * per_node), str(high))
+            client = redis.Redis(port=port)
+            if port != first:
+                client.execute_command("CLUSTER", "MEET", "127.0.0.1", first)
+            high = SLOTS if i == len(self.ports) - 1 else (i + 1) * per_node
+            client.execute_command("CLUSTER", "ADDSLOTS", *range(i * per_node, high))  # (no ADDSLOTSRANGE in 6.2)
+            client.close()
 
     def stop(self) -> None:
         for node in self.nodes:
@@ -133,11 +137,8 @@ def move_slot(ports: list[int], slot: int, target_port: int) -> int:
 
     nodes = {port: redis.Redis(port=port) for port in ports}
     try:
-        ids = {port: client.cluster("MYID").decode() if isinstance(client.cluster("MYID"), bytes)
-               else client.cluster("MYID") for port, client in nodes.items()}
-        source_port = next(port for port, client in nodes.items()
-                           if client.execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) > 0
-                           or _owns(client, slot, ids[port]))
+        ids = {port: client.execute_command("CLUSTER", "MYID").decode() for port, client in nodes.items()}
+        source_port = next(port for port, client in nodes.items() if _owns(client, slot, ids[port]))
         source, target = nodes[source_port], nodes[target_port]
         target.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[source_port])
         source.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[target_port])
@@ -154,6 +155,7 @@ def move_slot(ports: list[int], slot: int, target_port: int) -> int:
 
 
 def _owns(client, slot: int, node_id: str) -> bool:
+    """Whether the node ``node_id`` serves ``slot`` (as ``client``'s node sees it)."""
     for low, high, primary, *_ in client.execute_command("CLUSTER", "SLOTS"):
         if low <= slot <= high:
             return primary[2] in (node_id, node_id.encode())

@@ -18,10 +18,12 @@ script on B applies, in sequence order, the entries it has not applied yet
 removed from A. Every delivery is of a *prefix* of the outbox, never of a
 worker's own entries alone: an entry B skips because a later one from A
 was applied was itself applied first, by the same script that applied the
-later one (both were in that deliverer's prefix). A worker killed between the two steps
-leaves the entries in A's outbox, where the next delivery (any worker's
-:meth:`activity` or next cross-shard settle on A) finds them; a delivery
-repeated because the removal never happened is skipped by B. Each shard
+later one (both were in that deliverer's prefix). A worker delivers an
+outbox in batches (:data:`DELIVER_ENTRIES`, :data:`DELIVER_SECONDS`). A
+worker killed before it delivered leaves the entries in A's outbox, where
+the next delivery (any worker's :meth:`activity` or cross-shard settle on
+A) finds them; a delivery repeated because the removal never happened is
+skipped by B. Each shard
 balances on its own (``accounts + lambda + in flight == injected +
 received - sent``), the crawl as a whole ``sum(accounts + lambda + in
 flight) + in transit == sum(injected)``, ``in transit`` being ``sum(sent) -
@@ -447,9 +449,10 @@ class RedisClusterStore(FrontierStore):
         visit_lambda: bool = False,
         now: float | None = None,
     ) -> Lease | None:
-        """Lease from the shards in turn (see the module's docstring); each
-        shard applies ``min_share`` against its own richest URL and pays its
-        own lambda when due (``visit_lambda``)."""
+        """Lease from the shard whose richest URL is richest first (see the
+        module's docstring); each shard applies ``min_share`` against its
+        own richest URL and pays its own lambda when due (``visit_lambda``),
+        after lambda's cash was rebalanced over the shards."""
         self.last_lambda_payout = 0.0
         self.last_reclaimed = 0
         if visit_lambda and time.monotonic() - self._balanced_at >= LAMBDA_BALANCE_SECONDS:

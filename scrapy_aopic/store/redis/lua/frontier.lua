@@ -522,17 +522,17 @@ end
 
 -- Cross-shard credits (a frontier sharded over a Redis Cluster, one such
 -- frontier per shard; see store/redis/cluster.py). The credits ``parts``
--- (url host depth req amount, ...) for accounts of shard ``dest`` leave this shard's books
--- (tot field 'xsent') into its outbox P:out: a sorted set by sequence
--- number (tot 'xseq'), member seq (8 bytes) .. dest (4 bytes) .. the
--- credits (msgpack: strings, amounts in decimal as they came). A worker
--- delivers them with 'receive' on shard ``dest``, which adds them to its
--- 'xrecv' and remembers the last sequence applied per source (P:xin), then
--- removes them here: a delivery repeated after a crash is a no-op. Each
--- shard balances on its own: accounts + lambda + in flight == injected +
--- xrecv - xsent. Returns the amount sent.
--- An entry whose url is '' credits the destination's lambda (a global
--- lambda: see 'lambda_send').
+-- (url host depth req amount, ...) for accounts of shard ``dest`` leave
+-- this shard's books (tot field 'xsent') into its outbox P:out: a sorted
+-- set by sequence number (tot 'xseq'), member seq (8 bytes) .. dest (4
+-- bytes) .. the credits (msgpack: strings, amounts in decimal as they
+-- came). A worker delivers them with 'receive' on shard ``dest``, which
+-- adds them to its 'xrecv' and remembers the last sequence applied per
+-- source (P:xin), then removes them here ('ack'): a delivery repeated
+-- after a crash is a no-op. Each shard balances on its own: accounts +
+-- lambda + in flight == injected + xrecv - xsent. An entry whose url is ''
+-- credits the destination's lambda (see 'lambda_send'). Returns the
+-- amount sent.
 local function send_parts(dest, parts)
   local amount = 0
   for i = 5, #parts, 5 do amount = amount + tonumber(parts[i]) end
