@@ -320,7 +320,11 @@ def test_workers_crawl_a_multi_host_site_over_three_shards(tmp_path, redis_clust
         workers, go = start_workers(tmp_path, name, cluster_settings(redis_cluster), count=3,
                                     seeds=[site.url(0)])
         go.touch()
-        reports = [w.finish() for w in workers]
+        try:
+            reports = [w.finish() for w in workers]
+        finally:  # a failed worker must not leave the others running
+            for w in workers:
+                w.kill()
         hits = dict(site.hits)
         reachable = site.reachable_pages()
     assert {url: hits.get(url, 0) for url in reachable} == {url: 1 for url in reachable}
@@ -334,7 +338,7 @@ def test_workers_crawl_a_multi_host_site_over_three_shards(tmp_path, redis_clust
 
 
 def test_a_sigkilled_worker_is_recovered_through_its_leases(tmp_path, redis_cluster):
-    from tests.integration.test_redis_crawl import start_workers, wait_for_fetches
+    from tests.integration.test_redis_crawl import start_workers
     from tests.support.localsite import MultiHostSite
 
     name = "clusterkill"
@@ -345,10 +349,17 @@ def test_a_sigkilled_worker_is_recovered_through_its_leases(tmp_path, redis_clus
         go.touch()
         deadline = time.monotonic() + 60
         while sum(site.hits[url] for url in site.graph) < 60:
-            assert time.monotonic() < deadline, "no progress"
+            if time.monotonic() > deadline:
+                for w in workers:
+                    w.kill()
+                raise AssertionError("no progress")
             time.sleep(0.01)
         workers[0].kill()
-        reports = [w.finish() for w in workers[1:]]
+        try:
+            reports = [w.finish() for w in workers[1:]]
+        finally:
+            for w in workers:
+                w.kill()
         hits = dict(site.hits)
         reachable = site.reachable_pages()
     assert all(hits.get(url, 0) >= 1 for url in reachable), sorted(u for u in reachable if not hits.get(u))
