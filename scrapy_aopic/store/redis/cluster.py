@@ -103,6 +103,15 @@ class RedisClusterStore(FrontierStore):
                  shards: int = 16, owns_server: bool = False, readonly: bool = False, **kwargs):
         if int(shards) < 1:
             raise ValueError(f"AOPIC_REDIS_SHARDS must be >= 1, got {shards!r}")
+        try:  # one-slot reads (an account and its lease) are transactions
+            server.pipeline(transaction=True)
+        except Exception as exc:  # noqa: BLE001 - redis-py's RedisClusterException, by version
+            import redis
+
+            raise ValueError(
+                f"AOPIC_REDIS_CLUSTER needs a redis-py whose RedisCluster runs transactions "
+                f"(redis {redis.__version__} refuses: {exc}); upgrade redis-py"
+            ) from None
         self.server = server
         self.key_prefix = key_prefix
         self.lambda_targets = lambda_targets
