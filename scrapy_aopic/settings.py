@@ -393,9 +393,8 @@ define("AOPIC_REDIS_CLUSTER", False, "redis", """
     slot; links to another shard's hosts are credited through an outbox).
     The same spiders run unchanged. Each shard pays its own lambda, whose
     cash is first spread over the shards by their targets (one payout rate
-    for the whole crawl). See
-    docs/distributed.rst, "Sharding by host over Redis Cluster", for what
-    is not built yet.""")
+    for the whole crawl). See docs/distributed.rst, "Sharding by host over
+    Redis Cluster", for how it works and what is not built yet.""")
 define("AOPIC_REDIS_SHARDS", 16, "redis", """
     Shards of a frontier on a Redis Cluster (``AOPIC_REDIS_CLUSTER``): URLs
     are filed by ``crc32(host name) mod AOPIC_REDIS_SHARDS``. Every worker of
