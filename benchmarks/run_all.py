@@ -36,6 +36,8 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "pending-memory": ("bench_pending_memory.py", ["--urls", "1000000"], ["--urls", "100000"]),
     "ordering": ("bench_ordering.py", [], ["--quick"]),
     "redis": ("bench_redis.py", [], ["--runs", "1"]),
+    "redis-cluster": ("bench_redis_cluster.py", ["--cycles", "4000", "--rounds", "8"],
+                      ["--cycles", "1200", "--rounds", "4", "--memory", "20000"]),
     "recrawl": ("bench_recrawl.py", [], ["--no-sweep", "--no-sensitivity"]),
 }
 

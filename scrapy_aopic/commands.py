@@ -416,6 +416,8 @@ def open_redis_frontier(settings: Settings, spider_name: str | None, redis_key: 
         except (KeyError, TypeError, ValueError):
             raise CommandError(f"bad Redis key template {template!r}") from None
     where = settings.get("REDIS_URL") or f"{settings.get('REDIS_HOST', 'localhost')}:{settings.get('REDIS_PORT', 6379)}"
+    if settings.getbool("AOPIC_REDIS_CLUSTER"):
+        return open_cluster_frontier(settings, redis_key, where)
     try:
         # A tool should say "unreachable" in seconds, not after a crawl's long timeouts.
         server = get_redis_from_settings(settings, socket_timeout=10.0, connect_timeout=5.0)
@@ -438,6 +440,35 @@ def open_redis_frontier(settings: Settings, spider_name: str | None, redis_key: 
     except (ValueError, redis.exceptions.RedisError) as exc:
         raise CommandError(f"cannot open the Redis frontier {redis_key!r}: {exc}") from None
     return FrontierView(store, f"Redis {where} key {redis_key}", None)
+
+
+def open_cluster_frontier(settings: Settings, redis_key: str, where: str) -> FrontierView:
+    """The frontier ``redis_key`` sharded over a Redis Cluster
+    (``AOPIC_REDIS_CLUSTER``), every shard opened read-only."""
+    import redis
+
+    from .connection import get_redis_cluster_from_settings
+    from .store.redis import FrontierKeys
+    from .store.redis.cluster import RedisClusterStore, shard_prefix
+
+    try:
+        server = get_redis_cluster_from_settings(settings, socket_timeout=10.0)
+        first = FrontierKeys.of(shard_prefix(redis_key, 0))
+        shards, stored_targets = server.hmget(first.tot, ["shards", "lambda_targets"])
+    except redis.exceptions.RedisError as exc:
+        raise CommandError(f"cannot reach the Redis Cluster at {where}: {exc}") from None
+    if shards is None:
+        raise CommandError(
+            f"no sharded AOPIC frontier under key prefix {redis_key!r} in the Redis Cluster at {where} "
+            "(wrong spider name, or --redis-key?)"
+        )
+    lambda_targets = stored_targets.decode() if stored_targets else "pending"
+    try:
+        store = RedisClusterStore(server, redis_key, lambda_targets, shards=int(shards), retry_timeout=0,
+                                  owns_server=True, readonly=True)
+    except (ValueError, redis.exceptions.RedisError) as exc:
+        raise CommandError(f"cannot open the sharded frontier {redis_key!r}: {exc}") from None
+    return FrontierView(store, f"Redis Cluster {where} key {redis_key} ({int(shards)} shards)", None)
 
 
 # -- what the subcommands compute ---------------------------------------------------
@@ -509,6 +540,8 @@ def frontier_summary(frontier: FrontierView, host_limit: int = 20) -> dict:
         hosts.setdefault(view.host, Counter())[state] += 1
         account_cash += view.cash
         in_flight += view.leased
+    # a sharded frontier: cash between shards (sent, not yet received)
+    in_flight += getattr(frontier.store, "in_transit", lambda: 0.0)()
     error = abs(math.fsum((account_cash, totals.lambda_cash, in_flight)) - totals.injected)
     richest = frontier.store.peek()
     host_rows = sorted(hosts.items(), key=lambda item: (-sum(item[1].values()), item[0]))

@@ -71,6 +71,26 @@ def get_redis_from_settings(
     return get_redis(**params)
 
 
+def get_redis_cluster_from_settings(settings: Any, socket_timeout: float | None = None):
+    """A ``redis.cluster.RedisCluster`` client for a sharded frontier
+    (``AOPIC_REDIS_CLUSTER``): ``REDIS_URL`` (or ``REDIS_HOST`` /
+    ``REDIS_PORT``) names any node; ``REDIS_PARAMS``' ``password`` /
+    ``username`` are passed on. The cluster client follows ``MOVED`` /
+    ``ASK`` and failovers itself."""
+    from redis.cluster import RedisCluster
+
+    params = redis_params_from_settings(settings)
+    kwargs: dict[str, Any] = {"decode_responses": False, "socket_connect_timeout": 10}
+    kwargs["socket_timeout"] = socket_timeout if socket_timeout is not None else params.get("socket_timeout", 30)
+    for name in ("password", "username"):
+        if params.get(name):
+            kwargs[name] = params[name]
+    url = params.get("url")
+    if url:
+        return RedisCluster.from_url(url, **kwargs)
+    return RedisCluster(host=params.get("host", "localhost"), port=int(params.get("port", 6379)), **kwargs)
+
+
 def format_key(template: str, spider: Any) -> str:
     """Expand a scrapy-redis style key template: ``%(spider)s`` / ``%(name)s``
     become the spider's name (e.g. ``"%(spider)s:aopic"`` -> ``"books:aopic"``)."""

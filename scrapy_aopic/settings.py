@@ -414,6 +414,22 @@ define("AOPIC_REDIS_KEY", "%(spider)s:aopic", "redis", """
     to keep all keys on one Redis Cluster node. The connection itself comes
     from scrapy-redis' settings: ``REDIS_URL`` (or ``REDIS_HOST`` /
     ``REDIS_PORT`` / ``REDIS_DB``) and ``REDIS_PARAMS``.""")
+define("AOPIC_REDIS_CLUSTER", False, "redis", """
+    ``True``: ``REDIS_URL`` (or ``REDIS_HOST`` / ``REDIS_PORT``) names a node
+    of a Redis Cluster, and the frontier is sharded by host over it
+    (``AOPIC_REDIS_SHARDS`` shards, each a complete frontier in one hash
+    slot; links to another shard's hosts are credited through an outbox).
+    The same spiders run unchanged. Each shard pays its own lambda, whose
+    cash is first spread over the shards by their targets (one payout rate
+    for the whole crawl). See docs/distributed.rst, "Sharding by host over
+    Redis Cluster", for how it works and what is not built yet.""")
+define("AOPIC_REDIS_SHARDS", 16, "redis", """
+    Shards of a frontier on a Redis Cluster (``AOPIC_REDIS_CLUSTER``): URLs
+    are filed by ``crc32(host name) mod AOPIC_REDIS_SHARDS``. Every worker of
+    a crawl must use the same number (recorded on shard 0; a worker with
+    another is refused). A shard lives on one node: use several per node
+    (about 4 x the masters) so that moving slots can balance memory; a
+    crawl of few hosts uses few shards whatever this says.""")
 define("AOPIC_REDIS_HOST_CONCURRENCY", None, "redis", """
     Most requests in flight per host (download slot) across *all* workers
     of the crawl, enforced in Redis when a URL is leased. ``None`` (default)

@@ -27,6 +27,23 @@ def redis_server(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory):
+    """A real Redis Cluster (three masters on loopback ports), for the
+    whole session; skipped only when there is no redis-server binary."""
+    from tests.support.redis_cluster import RedisCluster
+    from tests.support.redis_server import find_redis_server
+
+    try:
+        find_redis_server()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    cluster = RedisCluster(tmp_path_factory.mktemp("cluster"))
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
 def pytest_configure(config):
     # Scrapy 2.13's get_crawler() needs an installed reactor; later releases
     # need none (and a reactor installed here would be the wrong one for a

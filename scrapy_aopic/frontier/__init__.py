@@ -273,6 +273,10 @@ class Frontier:
                     "backend: lambda pays every pending URL alike ('pending')",
                     "" if chosen else " (the default)",
                 )
+            if aopic_settings.get_bool(self.crawler.settings, "AOPIC_REDIS_CLUSTER"):
+                from ..store.redis.cluster import RedisClusterStore
+
+                return RedisClusterStore.from_crawler(self.crawler, spider, lambda_targets=targets)
             return RedisStore.from_crawler(self.crawler, spider, lambda_targets=targets)
         raise ValueError(f"AOPIC_BACKEND must be 'memory' or 'redis', got {self.backend!r}")
 

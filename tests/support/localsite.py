@@ -117,3 +117,89 @@ class LocalSite:
             seen.add(path)
             todo.extend(self.graph[path])
         return seen
+
+
+class MultiHostSite:
+    """``pages`` pages spread over ``hosts`` loopback host names
+    (``127.0.0.2``, ``127.0.0.3``, ...: distinct download slots), page ``i``
+    on host ``i % hosts``, each host its own server; links are absolute, so
+    most cross hosts. ``/moved`` on every host redirects to a page of the
+    next host; ``/missing`` is a 404. ``hits`` counts requests per URL."""
+
+    def __init__(self, pages: int = 120, hosts: int = 6, seed: int = 1, delay: float = 0.0):
+        self.hosts = [f"127.0.0.{i + 2}" for i in range(hosts)]
+        self.delay = delay
+        self.hits: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self.servers = []
+        for host in self.hosts:
+            self.servers.append(_QuietServer((host, 0), self._handler(host)))
+        self.bases = [f"http://{host}:{server.server_address[1]}" for host, server in zip(self.hosts, self.servers)]
+        rng = random.Random(seed)
+        self.graph: dict[str, list[str]] = {}
+        for i in range(pages):
+            targets = {self.url(int(pages ** rng.random()) - 1) for _ in range(3)}
+            targets.add(self.url((i + 1) % pages))  # a ring keeps every page reachable
+            if i % 11 == 0:
+                targets.add(self.bases[(i + 1) % hosts] + ("/moved" if i % 22 == 0 else "/missing"))
+            self.graph[self.url(i)] = sorted(targets)
+        self.redirects = {base + "/moved": self.url(hosts + (i + 1) % hosts) for i, base in enumerate(self.bases)}
+        self._threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in self.servers]
+
+    def url(self, page: int) -> str:
+        return f"{self.bases[page % len(self.bases)]}/p{page}"
+
+    def _handler(self, host: str):
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                url = site.bases[site.hosts.index(host)] + self.path
+                with site._lock:
+                    site.hits[url] += 1
+                if site.delay:
+                    time.sleep(site.delay)
+                if url in site.graph:
+                    links = "".join(f'<a href="{href}">{href}</a> ' for href in site.graph[url])
+                    body = f"<html><body>{links}</body></html>".encode()
+                    status, headers = 200, {"Content-Type": "text/html"}
+                elif url in site.redirects:
+                    body, status, headers = b"", 301, {"Location": site.redirects[url]}
+                else:
+                    body, status, headers = b"not found", 404, {"Content-Type": "text/plain"}
+                try:
+                    self.send_response(status)
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        return Handler
+
+    def __enter__(self) -> MultiHostSite:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for server in self.servers:
+            server.shutdown()
+            server.server_close()
+
+    def reachable_pages(self, start: int = 0) -> set[str]:
+        """URLs of HTML pages reachable from page ``start`` (redirects followed)."""
+        seen, todo = set(), [self.url(start)]
+        while todo:
+            url = todo.pop()
+            url = self.redirects.get(url, url)
+            if url in seen or url not in self.graph:
+                continue
+            seen.add(url)
+            todo.extend(self.graph[url])
+        return seen

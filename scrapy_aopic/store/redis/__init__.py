@@ -10,7 +10,9 @@ stores give the same crawl order.
 The package, by job: :mod:`.keys` (key names, hash-tagged), :mod:`.records`
 (binary records and the checked request codec), :mod:`.scripts` (the Lua
 files and the one call path), :mod:`.store` (the store operations),
-:mod:`.seeds` (start URLs and idleness). The Lua lives in ``lua/*.lua``.
+:mod:`.seeds` (start URLs and idleness), :mod:`.cluster` (the frontier
+sharded by host over a Redis Cluster: one such frontier per shard). The
+Lua lives in ``lua/*.lua``.
 
 Key layout (``P`` is the key prefix in braces, e.g. ``{myspider:aopic}``: a
 Redis Cluster hash tag, so one crawl's keys share one slot):

@@ -67,6 +67,9 @@ class ScriptConnection:
     never mistaken for the next one.
     """
 
+    #: how a call is packed for :meth:`call`
+    pack = staticmethod(pack_call)
+
     def __init__(self, server: redis.Redis):
         self.server = server
         self._conn = None
@@ -121,3 +124,87 @@ class ScriptConnection:
         if self._conn is not None and self._pid == os.getpid():
             self._conn.disconnect()
         self._conn = None
+
+
+class ClusterScriptConnection:
+    """Script calls on a Redis Cluster: the same interface as
+    :class:`ScriptConnection`, calls packed as command arguments.
+
+    The fast path sends a call, packed here, on this process's own
+    connection to the node that redis-py's ``RedisCluster`` says holds the
+    call's slot (every call's keys share one hash tag), as
+    :class:`ScriptConnection` does on one Redis: the cluster client's own
+    ``execute_command`` costs more client CPU per call (slot, policies,
+    its pool) than the call itself. Anything else than a plain reply there (``MOVED`` / ``ASK``
+    after slots moved, a node down or failed over, ``TRYAGAIN``) resends the
+    call through the cluster client, which follows the redirect, refreshes
+    its slot map and reconnects: the routing is always the client's.
+    Resending is safe: every frontier call may be repeated (see
+    :meth:`~.store.RedisStore.pop`'s tokens and the lease ids).
+    """
+
+    _REROUTE = (
+        redis.exceptions.MovedError,
+        redis.exceptions.AskError,
+        redis.exceptions.TryAgainError,
+        redis.exceptions.ClusterDownError,
+        redis.exceptions.ConnectionError,
+        redis.exceptions.TimeoutError,
+    )
+
+    def __init__(self, server):
+        self.server = server
+        self._nodes: dict[str, ScriptConnection] = {}  # node name -> our connection to it
+        # first key of a call -> the connection of its node (a store's calls
+        # name few keys); forgotten whenever a call has to be rerouted
+        self._routes: dict[Any, tuple[str, ScriptConnection]] = {}
+
+    @staticmethod
+    def pack(script: LuaScript, keys: tuple | list, args: tuple | list) -> tuple:
+        """The call as command arguments (its first key names its slot)."""
+        return ("EVALSHA", script.sha, len(keys), *keys, *args)
+
+    def call(self, script: LuaScript, command: tuple) -> Any:
+        return self.call_many(script, [command])[0]
+
+    def call_many(self, script: LuaScript, commands: list[tuple]) -> list[Any]:
+        """Calls of one slot (one store's), in one write."""
+        key = commands[0][3]
+        route = self._routes.get(key)
+        if route is None:
+            node = self.server.get_node_from_key(key)
+            conn = self._nodes.get(node.name)
+            if conn is None:
+                conn = self._nodes[node.name] = ScriptConnection(node.redis_connection)
+            route = self._routes[key] = (node.name, conn)
+        name, conn = route
+        try:
+            return conn.call_many(script, [pack_command(*command) for command in commands])
+        except self._REROUTE:
+            conn.close()
+            self._nodes.pop(name, None)
+            self._routes.clear()
+        return [self._through_client(script, command) for command in commands]
+
+    def _through_client(self, script: LuaScript, command: tuple) -> Any:
+        try:
+            return self.server.execute_command(*command)
+        except redis.exceptions.NoScriptError:  # a promoted replica, a new node
+            self.server.script_load(script.source)  # on every primary
+            return self.server.execute_command(*command)
+
+    def close(self) -> None:
+        for conn in self._nodes.values():
+            conn.close()
+        self._nodes.clear()
+        self._routes.clear()
+
+
+def script_connection(server) -> ScriptConnection | ClusterScriptConnection:
+    """The script path for ``server``: our own connection to a single Redis,
+    the cluster client's routing for a ``RedisCluster``."""
+    from redis.cluster import RedisCluster
+
+    if isinstance(server, RedisCluster):
+        return ClusterScriptConnection(server)
+    return ScriptConnection(server)

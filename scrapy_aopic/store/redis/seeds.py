@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from .keys import key_tag
 from .records import text
 from .scripts import ACTIVITY, TAKE_SEEDS
 
@@ -17,8 +18,10 @@ SEED_CLAIM_SECONDS = 60
 
 
 def seed_claims_key(seeds_key: str) -> str:
-    """The sorted set of claims on batches taken from ``seeds_key``."""
-    return f"{seeds_key}:taken"
+    """The sorted set of claims on batches taken from ``seeds_key``: in the
+    same Redis Cluster slot as ``seeds_key`` (its hash tag is the whole
+    seeds key, or the seeds key's own tag), as a script touching both must."""
+    return f"{key_tag(seeds_key)}:taken"
 
 
 class SharedSeeds:

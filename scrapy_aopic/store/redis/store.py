@@ -30,18 +30,48 @@ from ..base import (
 )
 from .keys import FrontierKeys, delete_frontier
 from .records import LEASE, LEASE_HEAD, RECORD, decode_request_data, encode_request_data, fmt, text
-from .scripts import FRONTIER, LuaScript, ScriptConnection, pack_call
+from .scripts import FRONTIER, LuaScript, script_connection
 from .seeds import SharedSeeds
 
 logger = logging.getLogger(__name__)
 
-_RETRYABLE = (redis.ConnectionError, redis.TimeoutError)
+# (the cluster errors: a Redis Cluster failing over or resharding, see .cluster)
+_RETRYABLE = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+)
 
 #: Seconds one worker's claim to recount the books at its close lasts.
 BOOKS_CLAIM_SECONDS = 60
 
 #: Script ops that change nothing (or only what ``pop`` reports itself).
 _READ_OPS = frozenset({"pop", "peek", "ping", "recount"})
+
+
+def totals_of(raw: dict) -> Totals:
+    """The :class:`Totals` of a frontier's ``P:tot`` hash (as read)."""
+    values = {text(k): v for k, v in raw.items()}
+
+    def num(name: str) -> float:
+        try:
+            return float(values.get(name, 0.0))
+        except ValueError:
+            return 0.0
+
+    return Totals(
+        injected=num("injected"),
+        lambda_cash=num("lambda_cash"),
+        lambda_history=num("lambda_history"),
+        in_flight=num("in_flight"),
+        history_sum=num("history_sum"),
+        lambda_visits=int(num("lambda_visits")),
+        visits=int(num("visits")),
+        known=int(num("known")),
+        pending=int(num("pending")),
+        leased=int(num("leased")),
+    )
 
 
 class RedisStore(SharedSeeds, FrontierStore):
@@ -105,7 +135,7 @@ class RedisStore(SharedSeeds, FrontierStore):
         #: once open, so its reactor keeps serving downloads)
         self.fail_fast = False
         self._stalled_at: float | None = None
-        self._scripts = ScriptConnection(server)
+        self._scripts = script_connection(server)
         #: lambda payout made by the last :meth:`pop` (``visit_lambda=True``)
         self.last_lambda_payout = 0.0
         #: pending URLs right after the last :meth:`pop`
@@ -260,6 +290,8 @@ class RedisStore(SharedSeeds, FrontierStore):
             self._stalled_at = None
 
     def _where(self) -> str:
+        if not hasattr(self.server, "connection_pool"):  # a RedisCluster: the node of this slot
+            return self.server.get_node_from_key(self.keys.tot).name
         kwargs = self.server.connection_pool.connection_kwargs
         if "path" in kwargs:
             return kwargs["path"]
@@ -277,7 +309,7 @@ class RedisStore(SharedSeeds, FrontierStore):
 
     def _command(self, op: str, *args: Any) -> bytes:
         """The packed ``frontier.lua`` call of ``op``."""
-        return pack_call(FRONTIER, self._script_keys, (self._tag_arg, op, self._all_flag, *args))
+        return self._scripts.pack(FRONTIER, self._script_keys, (self._tag_arg, op, self._all_flag, *args))
 
     @staticmethod
     def _result(reply: list, head: int = 0) -> Any:
@@ -294,7 +326,7 @@ class RedisStore(SharedSeeds, FrontierStore):
 
     def _script(self, what: str, script: LuaScript, keys: list, args: list | tuple) -> Any:
         """Run a helper script (seeds, activity) with its declared keys."""
-        return self._retrying(what, lambda: self._scripts.call(script, pack_call(script, keys, args)))
+        return self._retrying(what, lambda: self._scripts.call(script, self._scripts.pack(script, keys, args)))
 
     def _open_epoch(self) -> str | None:
         """The frontier's identity, written when it is created: a Redis that
@@ -411,27 +443,7 @@ class RedisStore(SharedSeeds, FrontierStore):
     # -- reading --------------------------------------------------------------
 
     def totals(self) -> Totals:
-        raw = self._retrying("totals", lambda: self.server.hgetall(self.keys["tot"]))
-        values = {text(k): v for k, v in raw.items()}
-
-        def num(name: str) -> float:
-            try:
-                return float(values.get(name, 0.0))
-            except ValueError:
-                return 0.0
-
-        return Totals(
-            injected=num("injected"),
-            lambda_cash=num("lambda_cash"),
-            lambda_history=num("lambda_history"),
-            in_flight=num("in_flight"),
-            history_sum=num("history_sum"),
-            lambda_visits=int(num("lambda_visits")),
-            visits=int(num("visits")),
-            known=int(num("known")),
-            pending=int(num("pending")),
-            leased=int(num("leased")),
-        )
+        return totals_of(self._retrying("totals", lambda: self.server.hgetall(self.keys["tot"])))
 
     def _dividend(self) -> float:
         raw = self._retrying("dividend", lambda: self.server.hget(self.keys["tot"], "dividend"))

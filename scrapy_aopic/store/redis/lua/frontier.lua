@@ -478,6 +478,88 @@ local function pop(cap, deadline, excluded, min_share)
   end
 end
 
+-- settling -------------------------------------------------------------
+-- close the lease of a visited page: the account is CRAWLED with its new
+-- history; the lease's cash, or nil for a stale lease
+local function visited(url, id, history, lv)
+  local a, cash = close_lease(url, id)
+  if not a then return nil end
+  set_state(a, CRAWLED)
+  T.history_sum = T.history_sum + (history - a.history)
+  a.history = history
+  a.lv = lv
+  if a.flags % 2 == 0 then a.flags = a.flags + 1 end
+  a.visits = a.visits + 1
+  T.visits = T.visits + 1
+  save(a)  -- before the credits: one may reach this account through an alias
+  return cash
+end
+
+-- the credits (url host depth req amount) in ARGV[first..last]; their sum
+local function credit_all(first, last)
+  local paid = 0
+  for i = first, last, 5 do
+    local amount = tonumber(ARGV[i + 4])
+    paid = paid + amount
+    credit(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], amount)
+  end
+  return paid
+end
+
+-- the leased ``url`` becomes an ALIAS of ``turl``: the cash to pass on and
+-- the alias's depth, or nil for a stale lease
+local function make_alias(url, id, turl)
+  local a, cash = close_lease(url, id)
+  if not a then return nil end
+  set_state(a, ALIAS)
+  local amount = cash + a.cash
+  a.cash = 0
+  redis.call('HSET', K_ALIAS, url, turl)
+  redis.call('HDEL', K_REQ, url)
+  save(a)
+  return amount, a.depth
+end
+
+-- Cross-shard credits (a frontier sharded over a Redis Cluster, one such
+-- frontier per shard; see store/redis/cluster.py). The credits ``parts``
+-- (url host depth req amount, ...) for accounts of shard ``dest`` leave
+-- this shard's books (tot field 'xsent') into its outbox P:out: a sorted
+-- set by sequence number (tot 'xseq'), member seq (8 bytes) .. dest (4
+-- bytes) .. the credits (msgpack: strings, amounts in decimal as they
+-- came). A worker delivers them with 'receive' on shard ``dest``, which
+-- adds them to its 'xrecv' and remembers the last sequence applied per
+-- source (P:xin), then removes them here ('ack'): a delivery repeated
+-- after a crash is a no-op. Each shard balances on its own: accounts +
+-- lambda + in flight == injected + xrecv - xsent. An entry whose url is ''
+-- credits the destination's lambda (see 'lambda_send'). Returns the
+-- amount sent.
+local function send_parts(dest, parts)
+  local amount = 0
+  for i = 5, #parts, 5 do amount = amount + tonumber(parts[i]) end
+  T.xseq = (T.xseq or 0) + 1
+  T.xsent = (T.xsent or 0) + amount
+  redis.call('HSET', K_TOT, 'xseq', T.xseq, 'xsent', fmt(T.xsent))
+  redis.call('ZADD', P .. ':out', T.xseq,
+    struct.pack('>I8I4', T.xseq, tonumber(dest)) .. cmsgpack.pack(parts))
+  return amount
+end
+
+-- the credits in ARGV[first..last]
+local function send(dest, first, last)
+  local parts = {}
+  for i = first, last do parts[#parts + 1] = ARGV[i] end
+  return send_parts(dest, parts)
+end
+
+-- The first ``n`` entries of the outbox, oldest first: a deliverer always
+-- delivers a prefix of the outbox, in order (never only the entries it sent
+-- itself), which is what makes the per-source last sequence on the
+-- receiving side a sound guard: an entry skipped there was applied, in the
+-- same script, before a later one of the same prefix.
+local function outbox_head(n)
+  return redis.call('ZRANGE', P .. ':out', 0, n - 1)
+end
+
 -- ops ------------------------------------------------------------------
 local result
 
@@ -589,27 +671,29 @@ elseif OP == 'visit_lambda' then
 
 elseif OP == 'settle_visit' then
   -- url id history visited_at, then (url host depth req amount) per credit
-  local a, cash = close_lease(ARGV[A], tonumber(ARGV[A + 1]))
-  if not a then
+  local cash = visited(ARGV[A], tonumber(ARGV[A + 1]), tonumber(ARGV[A + 2]), tonumber(ARGV[A + 3]))
+  if not cash then
     result = 0
   else
-    set_state(a, CRAWLED)
-    local history = tonumber(ARGV[A + 2])
-    T.history_sum = T.history_sum + (history - a.history)
-    a.history = history
-    a.lv = tonumber(ARGV[A + 3])
-    if a.flags % 2 == 0 then a.flags = a.flags + 1 end
-    a.visits = a.visits + 1
-    T.visits = T.visits + 1
-    save(a)  -- before the credits: one may reach this account through an alias
-    local paid = 0
-    for i = A + 4, #ARGV, 5 do
-      local amount = tonumber(ARGV[i + 4])
-      paid = paid + amount
-      credit(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], amount)
-    end
-    to_lambda(cash - paid)
+    to_lambda(cash - credit_all(A + 4, #ARGV))
     result = 1
+  end
+
+elseif OP == 'settle_visit_x' then
+  -- url id history visited_at ndest, then per destination shard: shard n
+  -- and n credits (url host depth req amount), then the local credits
+  local cash = visited(ARGV[A], tonumber(ARGV[A + 1]), tonumber(ARGV[A + 2]), tonumber(ARGV[A + 3]))
+  if not cash then
+    result = 0
+  else
+    local i, sent = A + 5, 0
+    for _ = 1, tonumber(ARGV[A + 4]) do
+      local n = tonumber(ARGV[i + 1])
+      sent = sent + send(ARGV[i], i + 2, i + 1 + 5 * n)
+      i = i + 2 + 5 * n
+    end
+    to_lambda(cash - credit_all(i, #ARGV) - sent)
+    result = {1, unpack(outbox_head(64))}
   end
 
 elseif OP == 'settle_failure' then
@@ -637,20 +721,83 @@ elseif OP == 'settle_transfer' then
       result = 0
     end
   else
-    local a, cash = close_lease(url, tonumber(ARGV[A + 1]))
-    if not a then
+    local amount, depth = make_alias(url, tonumber(ARGV[A + 1]), turl)
+    if not amount then
       result = 0
     else
-      set_state(a, ALIAS)
-      local amount = cash + a.cash
-      a.cash = 0
-      redis.call('HSET', K_ALIAS, url, turl)
-      redis.call('HDEL', K_REQ, url)
-      save(a)
-      credit(turl, ARGV[A + 3], math.min(tonumber(ARGV[A + 4]), a.depth), ARGV[A + 5], amount)
+      credit(turl, ARGV[A + 3], math.min(tonumber(ARGV[A + 4]), depth), ARGV[A + 5], amount)
       result = 1
     end
   end
+
+elseif OP == 'settle_transfer_x' then
+  -- url id shard target-url target-host target-depth target-req '': the
+  -- target lives on another shard (never the url itself); the amount is
+  -- written in place of the last argument
+  local amount, depth = make_alias(ARGV[A], tonumber(ARGV[A + 1]), ARGV[A + 3])
+  if not amount then
+    result = 0
+  else
+    ARGV[A + 5] = tostring(math.min(tonumber(ARGV[A + 5]), depth))
+    ARGV[A + 7] = fmt(amount)
+    send(ARGV[A + 2], A + 3, A + 7)
+    result = {1, unpack(outbox_head(64))}
+  end
+
+elseif OP == 'lambda_send' then
+  -- (shard amount)...: move up to these amounts of lambda's cash to other
+  -- shards' lambda, through the outbox (never more than lambda holds)
+  -- -> {amount sent, outbox entries...}
+  local sent = 0
+  for i = A, #ARGV - 1, 2 do
+    local amount = math.min(tonumber(ARGV[i + 1]), T.lambda_cash)
+    if amount > 0 then
+      T.lambda_cash = T.lambda_cash - amount
+      sent = sent + send_parts(ARGV[i], {'', '', '0', '', fmt(amount)})
+    end
+  end
+  result = {fmt(sent), unpack(outbox_head(64))}
+
+elseif OP == 'outbox' then
+  -- n -> the first n entries of the outbox
+  result = outbox_head(tonumber(ARGV[A]))
+
+elseif OP == 'ack' then
+  -- outbox entries delivered: removed (an entry already removed is ignored)
+  result = redis.call('ZREM', P .. ':out', unpack(ARGV, A))
+
+elseif OP == 'receive' then
+  -- source-shard, then (seq payload) per outbox entry of that source, in
+  -- sequence order -> how many were applied (a repeated one is skipped)
+  local source = ARGV[A]
+  local last = tonumber(redis.call('HGET', P .. ':xin', source) or '0') or 0
+  local applied, received = 0, T.xrecv or 0
+  for i = A + 1, #ARGV, 2 do
+    local seq = tonumber(ARGV[i])
+    if seq > last then
+      local ok, parts = pcall(cmsgpack.unpack, ARGV[i + 1])
+      if ok and type(parts) == 'table' then
+        for j = 1, #parts - 4, 5 do
+          local amount = tonumber(parts[j + 4]) or 0
+          received = received + amount
+          if parts[j] == '' then
+            to_lambda(amount)
+          else
+            credit(parts[j], parts[j + 1], tonumber(parts[j + 2]) or 0, parts[j + 3], amount)
+          end
+        end
+      else
+        corrupt('outbox entry ' .. source .. ':' .. ARGV[i])
+      end
+      last = seq
+      applied = applied + 1
+    end
+  end
+  if applied > 0 then
+    redis.call('HSET', P .. ':xin', source, last)
+    redis.call('HSET', K_TOT, 'xrecv', fmt(received))
+  end
+  result = applied
 
 elseif OP == 'settle_requeue' then
   if requeue(ARGV[A], tonumber(ARGV[A + 1])) then result = 1 else result = 0 end

@@ -1,0 +1,469 @@
+"""The frontier sharded by host over a real Redis Cluster (issue 15): three
+masters started by the test session (tests/support/redis_cluster.py), S = 3
+shards; cross-shard credits through the outbox keep every shard's books
+and the crawl's balanced; a delivery cut short is finished by another
+worker and never applied twice; several processes share the shards."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import random
+import signal
+import time
+import uuid
+
+import pytest
+import redis
+
+from scrapy_aopic.engine import AopicEngine
+from scrapy_aopic.store.base import ALIAS, CRAWLED, FAILED, PENDING, Link
+from scrapy_aopic.store.redis.cluster import RedisClusterStore, shard_of_host
+
+SHARDS = 3
+#: hosts of the test graphs: they fall on every one of the 3 shards
+HOSTS = [f"h{i}.test" for i in range(8)]
+
+
+def link(url: str, depth: int = 0) -> Link:
+    return Link(url, url.split("/")[2], depth, None)
+
+
+def page_url(page: int) -> str:
+    return f"http://{HOSTS[page % len(HOSTS)]}/{page}"
+
+
+def out_links(page: int, pages: int) -> list[Link]:
+    """A fixed graph: each page links to three others, mostly on other hosts."""
+    return [link(page_url((page * k + 7) % pages)) for k in (3, 5, 11)]
+
+
+def new_store(cluster, **kwargs) -> RedisClusterStore:
+    kwargs.setdefault("key_prefix", f"t-{uuid.uuid4().hex[:10]}:aopic")
+    kwargs.setdefault("shards", SHARDS)
+    kwargs.setdefault("host_concurrency", 0)
+    return RedisClusterStore.from_url(cluster.url, **kwargs)
+
+
+def assert_books(store: RedisClusterStore, rel: float = 1e-9) -> None:
+    """Every shard balances on its own, and the crawl as a whole (the sum)."""
+    injected = store.totals().injected
+    assert injected > 0
+    for error in store.shard_books():
+        assert abs(error) <= rel * injected
+    accounts, lambda_cash, in_flight, recount_injected = store.recount()
+    assert recount_injected == injected
+    assert abs(accounts + lambda_cash + in_flight - injected) <= rel * injected
+    assert AopicEngine(store).conservation_error() <= rel * injected
+
+
+def test_the_cluster_is_real_and_shards_spread_over_its_nodes(redis_cluster):
+    client = redis.cluster.RedisCluster.from_url(redis_cluster.url)
+    assert len(client.get_primaries()) == 3
+    assert client.cluster_info()["cluster_state"] == "ok"
+    store = new_store(redis_cluster, shards=16)
+    nodes = {client.get_node_from_key(shard.keys.tot).name for shard in store.shards}
+    assert len(nodes) == 3  # 16 shards land on every master
+    # every key of a shard is in one slot: its scripts touch one node
+    for shard in store.shards:
+        assert len({client.keyslot(key) for key in shard.keys}) == 1
+    assert {shard_of_host(h, SHARDS) for h in HOSTS} == {0, 1, 2}
+    store.clear()
+    store.close()
+    client.close()
+
+
+def test_workers_must_agree_on_the_shard_count(redis_cluster):
+    store = new_store(redis_cluster)
+    with pytest.raises(ValueError, match="AOPIC_REDIS_SHARDS=3"):
+        new_store(redis_cluster, key_prefix=store.key_prefix, shards=4)
+    store.clear()
+    store.close()
+
+
+def crawl(engine: AopicEngine, pages: int, rng: random.Random) -> list[str]:
+    """Pop and settle until nothing is pending; failures, cross-shard and
+    local redirects (transfers) and requeues along the way."""
+    leased = []
+    requeued = set()
+    while (lease := engine.next()) is not None:
+        page = int(lease.url.rsplit("/", 1)[1])
+        leased.append(lease.url)
+        if page % 17 == 0:
+            engine.fail(lease)
+        elif page % 19 == 0 and lease.url.endswith(f"/{page}"):
+            # a redirect to a page of another host (most often another shard)
+            engine.transfer(lease, link(page_url((page + 1) % pages)))
+        elif page % 23 == 0 and lease.url not in requeued:
+            requeued.add(lease.url)
+            engine.requeue(lease)
+            leased.pop()
+        else:
+            engine.visit(lease, out_links(page, pages))
+        if rng.random() < 0.05:
+            engine.visit_lambda_if_due()
+    return leased
+
+
+def test_cross_shard_crawl_balances_every_shard_and_the_whole(redis_cluster):
+    pages = 400
+    store = new_store(redis_cluster)
+    engine = AopicEngine(store, clock=lambda: 1.0)
+    for page in range(0, pages, 50):
+        engine.add_seed(link(page_url(page)))
+    leased = crawl(engine, pages, random.Random(5))
+    assert len(leased) == len(set(leased))  # nothing leased twice
+    totals = store.totals()
+    assert totals.pending == 0 and totals.leased == 0
+    assert abs(store.in_transit()) <= 1e-12  # every outbox delivered ...
+    assert store.activity() == (0, 0, 0)  # ... and emptied
+    assert store.delivered > 0 and store.redelivered == 0
+    # every page reachable from the seeds was fetched (the redirect sources
+    # became aliases, their targets fetched under their own URL)
+    states = {v.url: v.state for v in store.iter_accounts()}
+    reachable, todo = set(), [page_url(p) for p in range(0, pages, 50)]
+    while todo:
+        url = todo.pop()
+        if url in reachable:
+            continue
+        reachable.add(url)
+        page = int(url.rsplit("/", 1)[1])
+        if page % 17 == 0:
+            continue
+        if page % 19 == 0:
+            todo.append(page_url((page + 1) % pages))
+            continue
+        todo.extend(l.url for l in out_links(page, pages))
+    assert set(states) == reachable
+    assert {u for u, s in states.items() if s == PENDING} == set()
+    assert {u for u, s in states.items() if s == ALIAS} == {u for u in reachable if int(u.rsplit("/", 1)[1]) % 19 == 0
+                                                            and int(u.rsplit("/", 1)[1]) % 17}
+    # the accounts of a shard are the URLs of its hosts only
+    for index, shard in enumerate(store.shards):
+        assert {store.shard_index(v.url) for v in shard.iter_accounts()} <= {index}
+        assert shard.totals().known > 0
+    assert_books(store)
+    store.clear()
+    store.close()
+
+
+def test_a_delivery_cut_short_is_finished_by_another_worker_once(redis_cluster):
+    """The worker that settled a visit dies before its delivery (the outbox
+    holds the credits), then another dies between applying them and
+    removing them: a third delivery applies nothing twice."""
+    store = new_store(redis_cluster)
+    a_url = page_url(0)  # h0.test
+    b_url = next(page_url(p) for p in range(1, 8) if store.shard_index(page_url(p)) != store.shard_index(a_url))
+    store.inject(link(a_url), 1.0)
+    lease = store.pop()
+    # 1. killed between the settle script and the delivery
+    store._deliver_entries = lambda index, members: (0, 0)
+    assert AopicEngine(store, lambda_tax=0.5).visit(lease, [link(b_url)])
+    del store._deliver_entries
+    assert store.get(b_url) is None  # still in shard A's outbox ...
+    assert store.in_transit() == pytest.approx(0.5)
+    # ... which counts as work of the crawl (activity would deliver it)
+    assert [row[2] for row in store._census()] == [int(i == store.shard_index(a_url)) for i in range(SHARDS)]
+    assert_books(store)
+    # 2. a second worker applies the entry and dies before removing it
+    other = RedisClusterStore.from_url(redis_cluster.url, key_prefix=store.key_prefix, shards=SHARDS)
+    source = store.shard_index(a_url)
+    run = other.shards[source]._run
+
+    def die_before_removing(op, *args, **kwargs):
+        if op == "ack":
+            raise SystemExit("killed")
+        return run(op, *args, **kwargs)
+
+    other.shards[source]._run = die_before_removing
+    with pytest.raises(SystemExit):
+        other.deliver(source)
+    other.shards[source]._run = run
+    assert store.get(b_url).cash == pytest.approx(0.5)
+    assert abs(store.in_transit()) <= 1e-12
+    # 3. the entry is still in the outbox: delivered again, applied once
+    assert store.deliver(source) == 0
+    assert store.redelivered == 1
+    assert store.get(b_url).cash == pytest.approx(0.5)
+    assert store.activity()[:2] == (1, 0)
+    assert_books(store)
+    other.close()
+    store.clear()
+    store.close()
+
+
+def _crawl_worker(url, prefix, worker, pages, out):
+    store = RedisClusterStore.from_url(url, key_prefix=prefix, shards=SHARDS, host_concurrency=0)
+    engine = AopicEngine(store, clock=lambda: 1.0)
+    leased, idle = [], 0
+    while idle < 100:
+        lease = engine.next()
+        if lease is None:
+            if store.activity() == (0, 0, 0):
+                break
+            idle += 1
+            time.sleep(0.01)
+            continue
+        idle = 0
+        leased.append(lease.url)
+        page = int(lease.url.rsplit("/", 1)[1])
+        if page % 17 == 0:
+            engine.fail(lease)
+        else:
+            engine.visit(lease, out_links(page, pages))
+    out.put((worker, leased))
+    store.close()
+
+
+def test_processes_share_the_shards_and_never_lease_a_url_twice(redis_cluster):
+    pages = 600
+    prefix = f"t-{uuid.uuid4().hex[:10]}"
+    store = new_store(redis_cluster, key_prefix=prefix)
+    for page in range(0, pages, 60):
+        store.inject(link(page_url(page)), 1.0)
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_crawl_worker, args=(redis_cluster.url, prefix, w, pages, out)) for w in range(3)]
+    for p in procs:
+        p.start()
+    results = {}
+    deadline = time.monotonic() + 90
+    while len(results) < len(procs) and time.monotonic() < deadline:
+        try:
+            worker, leased = out.get(timeout=0.1)
+            results[worker] = leased
+        except queue.Empty:
+            pass
+    for p in procs:
+        p.join(10)
+    assert len(results) == 3
+    everything = [url for leased in results.values() for url in leased]
+    assert all(results.values())  # every process worked
+    assert len(everything) == len(set(everything))  # no URL leased twice
+    visited = {v.url for v in store.iter_accounts() if v.state in (CRAWLED, FAILED)}
+    assert visited == set(everything)
+    totals = store.totals()
+    assert totals.pending == 0 and totals.leased == 0 and abs(store.in_transit()) <= 1e-12
+    assert_books(store)
+    store.clear()
+    store.close()
+
+
+def _lease_and_hang(url, prefix, ready_event):
+    store = RedisClusterStore.from_url(url, key_prefix=prefix, shards=SHARDS, host_concurrency=0,
+                                       lease_timeout=0.5)
+    for _ in range(5):
+        store.pop()
+    ready_event.set()
+    time.sleep(60)  # killed long before
+
+
+def test_sigkilled_worker_leases_come_back_on_every_shard(redis_cluster):
+    prefix = f"t-{uuid.uuid4().hex[:10]}"
+    store = new_store(redis_cluster, key_prefix=prefix)
+    for i, host in enumerate(HOSTS):
+        store.inject(link(f"http://{host}/"), 1.0 + i)
+    ctx = multiprocessing.get_context("fork")
+    ready_event = ctx.Event()
+    worker = ctx.Process(target=_lease_and_hang, args=(redis_cluster.url, prefix, ready_event))
+    worker.start()
+    assert ready_event.wait(20)
+    os.kill(worker.pid, signal.SIGKILL)
+    worker.join()
+    assert store.totals().leased == 5
+    assert len({store.shard_index(url) for url, _ in store.open_leases()}) >= 2  # leases on several shards
+    time.sleep(0.6)  # past the dead worker's leases (Redis server time)
+    got, reclaimed = [], 0
+    while (lease := store.pop()) is not None:
+        got.append(lease.cash)
+        reclaimed += store.last_reclaimed
+    assert sorted(got) == [1.0 + i for i in range(8)]  # all came back, cash intact
+    assert reclaimed == 5 and store.totals().leased == 8
+    assert_books(store)
+    store.clear()
+    store.close()
+
+
+# -- real crawls: Scrapy workers over the shards ----------------------------------------
+
+
+def cluster_settings(cluster, **extra) -> dict:
+    from tests.integration.test_redis_crawl import worker_settings
+
+    return worker_settings(cluster.url, AOPIC_REDIS_CLUSTER=True, AOPIC_REDIS_SHARDS=SHARDS, **extra)
+
+
+def assert_crawl_books(cluster, name: str, reports: list[dict]) -> RedisClusterStore:
+    store = RedisClusterStore.from_url(cluster.url, key_prefix=f"{name}:aopic", shards=SHARDS, readonly=True)
+    totals = store.totals()
+    assert totals.injected == 1.0  # one seed, injected once by whichever worker came first
+    assert totals.pending == 0 and totals.leased == 0 and store.open_leases() == []
+    assert store.activity() == (0, 0, 0) and abs(store.in_transit()) <= 1e-12
+    assert_books(store)
+    # the last worker recounted the books at its close (the others left it to it)
+    checked = [r["stats"]["aopic/conservation_error"] for r in reports if "aopic/conservation_error" in r["stats"]]
+    assert checked and all(error <= 1e-9 for error in checked)
+    return store
+
+
+def test_workers_crawl_a_multi_host_site_over_three_shards(tmp_path, redis_cluster):
+    """Three `scrapy crawl` workers, a site of 6 hosts (every shard holds
+    some): every reachable page fetched exactly once, every worker took
+    part, every shard and the whole crawl balanced."""
+    from tests.integration.test_redis_crawl import start_workers
+    from tests.support.localsite import MultiHostSite
+
+    name = "cluster3"
+    with MultiHostSite(pages=180, hosts=6, delay=0.01) as site:
+        assert {shard_of_host(host, SHARDS) for host in site.hosts} == {0, 1, 2}
+        workers, go = start_workers(tmp_path, name, cluster_settings(redis_cluster), count=3,
+                                    seeds=[site.url(0)])
+        go.touch()
+        try:
+            reports = [w.finish() for w in workers]
+        finally:  # a failed worker must not leave the others running
+            for w in workers:
+                w.kill()
+        hits = dict(site.hits)
+        reachable = site.reachable_pages()
+    assert {url: hits.get(url, 0) for url in reachable} == {url: 1 for url in reachable}
+    visited = [r["stats"].get("aopic/pages_visited", 0) for r in reports]
+    assert all(v > 0 for v in visited), visited
+    store = assert_crawl_books(redis_cluster, name, reports)
+    crawled = {v.url for v in store.iter_accounts() if v.state == CRAWLED}
+    assert crawled == reachable and sum(visited) == len(reachable)
+    assert {store.shard_index(url) for url in crawled} == {0, 1, 2}
+    store.close()
+
+
+def test_a_sigkilled_worker_is_recovered_through_its_leases(tmp_path, redis_cluster):
+    from tests.integration.test_redis_crawl import start_workers
+    from tests.support.localsite import MultiHostSite
+
+    name = "clusterkill"
+    lease_timeout = 3.0
+    settings = cluster_settings(redis_cluster, AOPIC_REDIS_LEASE_TIMEOUT=lease_timeout)
+    with MultiHostSite(pages=240, hosts=6, delay=0.05) as site:
+        workers, go = start_workers(tmp_path, name, settings, count=3, seeds=[site.url(0)])
+        go.touch()
+        deadline = time.monotonic() + 60
+        while sum(site.hits[url] for url in site.graph) < 60:
+            if time.monotonic() > deadline:
+                for w in workers:
+                    w.kill()
+                raise AssertionError("no progress")
+            time.sleep(0.01)
+        workers[0].kill()
+        try:
+            reports = [w.finish() for w in workers[1:]]
+        finally:
+            for w in workers:
+                w.kill()
+        hits = dict(site.hits)
+        reachable = site.reachable_pages()
+    assert all(hits.get(url, 0) >= 1 for url in reachable), sorted(u for u in reachable if not hits.get(u))
+    # fetched twice: at most what the victim had in its downloader (8) and had not settled
+    assert sum(hits.get(url, 0) - 1 for url in reachable) <= 16
+    assert sum(r["stats"].get("aopic/leases_reclaimed", 0) for r in reports) >= 1
+    store = assert_crawl_books(redis_cluster, name, reports)
+    assert reachable <= {v.url for v in store.iter_accounts() if v.state == CRAWLED}
+    store.close()
+
+
+def test_scrapy_aopic_stats_and_top_read_every_shard(redis_cluster, capsys):
+    import json
+
+    from tests.integration.test_commands import run_inprocess
+
+    store = new_store(redis_cluster)
+    engine = AopicEngine(store)
+    for page in range(8):
+        engine.add_seed(link(page_url(page)), 1.0 + page)
+    lease = engine.next()
+    engine.visit(lease, [link(page_url(p)) for p in range(8, 14)])
+    store.deliver_pending()  # (a worker delivers its outboxes in batches, and at close)
+    expected = [page.url for page in engine.ranking()]
+    known = store.totals().known
+    args = ["-s", "AOPIC_BACKEND=redis", "-s", "AOPIC_REDIS_CLUSTER=True", "-s", f"REDIS_URL={redis_cluster.url}",
+            "--redis-key", store.key_prefix]
+    stats = run_inprocess(["stats", "--json", *args], capsys)
+    assert stats.returncode == 0, stats.stderr
+    summary = json.loads(stats.stdout)
+    assert summary["known"] == known == 14 and summary["states"]["crawled"] == 1
+    assert summary["conservation_error"] <= 1e-9
+    assert "3 shards" in summary["frontier"]
+    top = run_inprocess(["top", "--json", *args], capsys)
+    assert top.returncode == 0, top.stderr
+    assert [json.loads(line)["url"] for line in top.stdout.splitlines()] == expected
+    wrong = run_inprocess(["top", "--redis-key", "nothing:here", *args[:-2]], capsys)
+    assert wrong.returncode == 1 and "no sharded AOPIC frontier" in wrong.stderr
+    store.clear()
+    store.close()
+
+
+def test_a_shard_whose_slot_moves_mid_crawl_goes_on(redis_cluster):
+    """The slot of a shard moves to another node (as a reshard does) between
+    two calls: the next call meets MOVED on the old node, is resent through
+    the cluster client, and the crawl finishes balanced."""
+    from tests.support.redis_cluster import move_slot
+
+    pages = 240
+    store = new_store(redis_cluster)
+    engine = AopicEngine(store, clock=lambda: 1.0)
+    for page in range(0, pages, 40):
+        engine.add_seed(link(page_url(page)))
+    for _ in range(30):
+        lease = engine.next()
+        engine.visit(lease, out_links(int(lease.url.rsplit("/", 1)[1]), pages))
+    shard = max(store.shards, key=lambda s: s.totals().known)
+    slot = store.server.keyslot(shard.keys.tot)
+    old = store.server.get_node_from_key(shard.keys.tot).port
+    target = next(port for port in redis_cluster.ports if port != old)
+    assert move_slot(redis_cluster.ports, slot, target) > 5
+    rerouted = []
+    through_client = shard._scripts._through_client
+    shard._scripts._through_client = lambda *a: rerouted.append(a) or through_client(*a)
+    leased = crawl(engine, pages, random.Random(3))
+    assert len(rerouted) == 1  # the first call after the move; then the fast path again
+    assert store.server.get_node_from_key(shard.keys.tot).port == target
+    assert leased and store.totals().pending == 0
+    assert_books(store)
+    store.clear()
+    store.close()
+
+
+def test_lambda_is_spread_over_the_shards_by_their_targets(redis_cluster):
+    """All taxes are paid on one shard; balancing spreads lambda's cash so
+    that every shard's targets get the same dividend, as one lambda would
+    pay, and the books balance per shard and overall."""
+    store = new_store(redis_cluster)
+    by_shard = {i: [p for p in range(64) if store.shard_index(page_url(p)) == i] for i in range(SHARDS)}
+    for pages in by_shard.values():
+        for page in pages[:4]:
+            store.inject(link(page_url(page)), 1.0)
+    rich = 0
+    lease = store.shards[rich].pop()
+    # the visit pays lambda a tax and one link on the same shard
+    local = next(p for p in by_shard[rich] if page_url(p) != lease.url and p not in by_shard[rich][:4])
+    AopicEngine(store, lambda_tax=0.5).visit(store._global_lease(lease, rich), [link(page_url(local))])
+    rows = store.shard_totals()
+    assert rows[rich][0].lambda_cash == 0.5 and all(r[0].lambda_cash == 0 for i, r in enumerate(rows) if i != rich)
+    moved = store.balance_lambda()
+    rows = store.shard_totals()
+    pending = [t.pending for t, _, _ in rows]
+    per_target = [t.lambda_cash / t.pending for t, _, _ in rows]
+    assert moved == pytest.approx(0.5 * (1 - pending[rich] / sum(pending)), rel=1e-12)
+    assert max(per_target) == pytest.approx(min(per_target), rel=1e-12)
+    assert sum(t.lambda_cash for t, _, _ in rows) == pytest.approx(0.5, rel=1e-15)
+    assert_books(store)
+    # paid out: every pending URL of every shard gets the same dividend
+    before = {v.url: v.cash for v in store.iter_accounts() if v.state == PENDING}
+    assert store.visit_lambda() == pytest.approx(0.5, rel=1e-12)
+    gains = {v.url: v.cash - before[v.url] for v in store.iter_accounts() if v.state == PENDING}
+    assert len({store.shard_index(u) for u in gains}) == SHARDS
+    assert max(gains.values()) == pytest.approx(min(gains.values()), rel=1e-9)
+    assert max(gains.values()) == pytest.approx(0.5 / sum(pending), rel=1e-9)
+    assert_books(store)
+    store.clear()
+    store.close()
