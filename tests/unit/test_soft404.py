@@ -167,3 +167,100 @@ def test_xhtml_with_an_xml_declaration_has_facts():
     assert declared == page_facts(url, body)
     assert "rewrites queries" in declared[0]
     assert declared[1] == frozenset({"http://docs.example/manual/sibling.html"})
+
+
+def test_page_shape_reads_the_same_words_as_a_token_by_token_reading():
+    """page_shape finds its digit-free tokens in one regular expression;
+    the words and their order are those of lower-casing every token and
+    dropping those with a digit, also where lower-casing is tricky (dotted
+    capital I, final sigma, digits of other scripts, underscores)."""
+    import hashlib
+    import re
+
+    from scrapy_aopic.hygiene.soft404 import MIN_SHAPE_WORDS, url_tokens
+
+    def reference(canonical, text):
+        drop = url_tokens(canonical)
+        words = [w for w in (t.lower() for t in re.findall(r"[^\W_]+", text))
+                 if w not in drop and not re.search(r"\d", w)]
+        if len(words) < MIN_SHAPE_WORDS:
+            return None
+        return hashlib.blake2b(" ".join(words).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+    rng = random.Random(11)
+    alphabet = "aZ9_ -'.ΣσςΑİıIi\u0307\u0301٣߀𝟘ßẞ\u00a0\tΟΔ/é"
+    shapes = set()
+    for _ in range(5000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 80)))
+        shape = page_shape("http://h/a/ΟΔ-ab", text)
+        assert shape == reference("http://h/a/ΟΔ-ab", text), text
+        shapes.add(shape)
+    assert len(shapes) > 1000  # the texts had shapes, not all None
+
+
+def test_lower_casing_never_adds_or_removes_a_digit():
+    """What page_shape's one-pass token filter relies on (see _WORD_TOKEN),
+    checked on every code point of this Python's Unicode tables."""
+    import re
+    import sys
+
+    digit = re.compile(r"\d")
+    for point in range(sys.maxunicode + 1):
+        char = chr(point)
+        lower = char.lower()
+        if lower != char:
+            assert bool(digit.search(lower)) == bool(digit.search(char)), hex(point)
+
+
+def _html_response(url: str, html: str):
+    from scrapy.http import HtmlResponse
+
+    return HtmlResponse(url, body=html.encode("utf-8"), encoding="utf-8")
+
+
+def _shared_cases() -> list[tuple[str, str]]:
+    from pathlib import Path
+
+    cases = [(f"http://docs.example/gen/{path.name}", path.read_text(encoding="utf-8"))
+             for path in sorted((Path(__file__).parents[1] / "data" / "docgen").glob("*.html"))]
+    assert len(cases) >= 10
+    body = ("<body><script>s()</script><p>Intro text of a page</p><a href='x.html'>Sibling</a> tail"
+            "<a href='/y/z.html'>Elsewhere</a><noscript><a href='n.html'>n</a></noscript><!-- c -->after</body>")
+    cases += [
+        ("http://h/a/b.html", f"<!DOCTYPE html><html><head><title>T</title></head>{body}</html>"),
+        ("http://h/a/b.html", f'<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE html><html>{body}</html>'),
+        ("http://h/a/b.html", f"<html>{body}</html>"),
+        ("http://h/a/b.html", body),  # a fragment: lxml.html returns its body's child, not the document
+        ("http://h/a/b.html", "<p>one</p><p>two <a href='c.html'>c</a></p>"),
+        ("http://h/a/b.html", f"<html>{body}" + "<div>deep " * 300 + "bottom</html>"),  # past libxml2's depth limit
+        ("http://h/a/b.html", f"<html>{body}" + "<p>long text here</p>" * 12_000 + "</html>"),  # past max_chars
+        ("http://h/a/b.html", f"<html>{body}<p>nul\x00here</p></html>"),
+        ("http://h/a/b.html", "<!DOCTYPE html>"),
+        ("http://h/a/b.html", '  <?xml version="1.0"?><html><p>declared after white space</p></html>'),
+    ]
+    return cases
+
+
+def test_shared_tree_facts_are_page_facts_and_leave_the_tree_unchanged():
+    """The soft-404 middleware reads the tree Scrapy's selector parsed
+    (shared with the near-duplicate check and the spider) instead of
+    parsing again: the facts are exactly those of its own parse, on the
+    documentation generators' pages and on pages where the two parses
+    differ (fragments, deep nesting, long pages, NULs, declarations), and
+    the shared tree is the same afterwards."""
+    from lxml import etree
+
+    from scrapy_aopic.hygiene.soft404 import shared_tree_facts
+    from scrapy_aopic.middlewares.traps import SHAPE_CHARS, Soft404Middleware
+
+    with_siblings = 0
+    for url, html in _shared_cases():
+        response = _html_response(url, html)
+        root = response.selector.root
+        before = etree.tostring(root)
+        expected = page_facts(url, response.text[:SHAPE_CHARS])
+        assert shared_tree_facts(url, response.text, root, SHAPE_CHARS) == expected, url
+        assert Soft404Middleware._facts(response) == expected
+        assert etree.tostring(response.selector.root) == before
+        with_siblings += bool(expected[1])
+    assert with_siblings >= 8
