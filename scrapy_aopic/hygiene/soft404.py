@@ -95,6 +95,10 @@ def page_shape(canonical: str, text: str) -> str | None:
 
 
 _SKIP_TAGS = frozenset({"script", "style", "noscript", "template"})
+#: A link to a file of the page's own directory, written plainly
+#: (``sql-select.html``): no scheme, slash, query, parameters, fragment or
+#: dot segment.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_~-][A-Za-z0-9_.~-]*")
 
 
 def shape_text(url: str, html: str | bytes) -> str:
@@ -197,28 +201,42 @@ def _tree_facts(url: str, root) -> tuple[str, frozenset[str]]:
     for element in list(root.iter(*_SKIP_TAGS)):
         element.clear(keep_tail=True)  # links inside are gone with it
     base_parent = parent_of(url.partition("#")[0])
-    targets: dict[str, str] = {}  # href before its fragment -> absolute URL before its fragment
 
-    def resolve(href: str) -> str:
-        """``urljoin(url, href)`` before its fragment, memoized by the part
-        of ``href`` before its fragment, which alone decides it: pages
-        repeat links, and hold many ``#section`` ones."""
-        if not href:
-            return urljoin(url, href).partition("#")[0]
-        key = href.partition("#")[0]  # "" for every "#section": they resolve alike
-        target = targets.get(key)
-        if target is None:
-            target = targets[key] = urljoin(url, href if key else "#").partition("#")[0]
-        return target
+    def sibling(href: str) -> str | None:
+        """``urljoin(url, href)`` before its fragment when that is a
+        sibling of the page, else ``None``."""
+        target = urljoin(url, href).partition("#")[0]
+        return None if target == url or parent_of(target) != base_parent else target
 
+    # href before its fragment, which alone decides it (pages repeat links
+    # and hold many "#section" ones) -> sibling(href)
+    judged: dict[str, str | None] = {}
+    prefix = None  # urljoin(url, name) is prefix + name for a plain name
     siblings: set[str] = set()
     sibling_links: dict = {}  # (an ordered set)
     for link in root.iter("a"):
         href = link.get("href")
         if not href:
             continue
-        target = resolve(href.strip())
-        if target == url or parent_of(target) != base_parent:
+        href = href.strip()
+        if not href:
+            target = sibling(href)  # the page itself, fragment and all: not memoized
+        else:
+            key = href.partition("#")[0]  # "" for every "#section": they resolve alike
+            if key in judged:
+                target = judged[key]
+            elif _PLAIN_NAME.fullmatch(key):
+                # urljoin replaces the base's last path segment by the name
+                # (a unit test checks it on odd bases): one urljoin a page
+                # for the links of a flat manual, not one a distinct link.
+                if prefix is None:
+                    prefix = urljoin(url, "x")[:-1]
+                target = judged[key] = prefix + key
+                if target == url or parent_of(target) != base_parent:
+                    target = judged[key] = None
+            else:
+                target = judged[key] = sibling(href if key else "#")
+        if target is None:
             continue
         # A link inside a sibling link is never read (document order: the
         # outer one was judged first).

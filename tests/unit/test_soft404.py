@@ -264,3 +264,27 @@ def test_shared_tree_facts_are_page_facts_and_leave_the_tree_unchanged():
         assert etree.tostring(response.selector.root) == before
         with_siblings += bool(expected[1])
     assert with_siblings >= 8
+
+
+def test_a_plain_name_resolves_as_urljoin_does_on_odd_bases():
+    """page_facts resolves a plain link (``sql-select.html``) as the base's
+    directory plus the name, found by one urljoin a page: the same URL as
+    urljoin gives, whatever the base (dot segments, double slashes,
+    parameters, queries, fragments, no path, other schemes)."""
+    from urllib.parse import urljoin
+
+    from scrapy_aopic.hygiene.soft404 import _PLAIN_NAME
+
+    bases = ["http://h", "http://h/", "http://h/a/b.html", "http://h/a/b/", "http://h/a/./b/../c.html",
+             "http://h/a//b.html", "http://h/a/b;p=1", "http://h/a;x/b.html?q=1#f", "https://u:p@h:81/a/..",
+             "http://h/a/b/.", "ftp://h/x/y", "mailto:a@h", "data:text/html,x", "", "rel/path.html", "http://h?q"]
+    rng = random.Random(3)
+    names = ["a.html", "b", "x-y_z~", "a..b", "a.", "-x", "0"] + [
+        "".join(rng.choice("abc.-_~09") for _ in range(rng.randint(1, 6))) for _ in range(200)]
+    names = [n for n in names if _PLAIN_NAME.fullmatch(n)]
+    assert len(names) > 150
+    for base in bases:
+        prefix = urljoin(base, "x")[:-1]
+        for name in names:
+            assert prefix + name == urljoin(base, name).partition("#")[0], (base, name)
+            assert prefix + name == urljoin(base, name + "#frag").partition("#")[0], (base, name)
