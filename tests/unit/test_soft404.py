@@ -169,49 +169,6 @@ def test_xhtml_with_an_xml_declaration_has_facts():
     assert declared[1] == frozenset({"http://docs.example/manual/sibling.html"})
 
 
-def test_page_shape_reads_the_same_words_as_a_token_by_token_reading():
-    """page_shape finds its digit-free tokens in one regular expression;
-    the words and their order are those of lower-casing every token and
-    dropping those with a digit, also where lower-casing is tricky (dotted
-    capital I, final sigma, digits of other scripts, underscores)."""
-    import hashlib
-    import re
-
-    from scrapy_aopic.hygiene.soft404 import MIN_SHAPE_WORDS, url_tokens
-
-    def reference(canonical, text):
-        drop = url_tokens(canonical)
-        words = [w for w in (t.lower() for t in re.findall(r"[^\W_]+", text))
-                 if w not in drop and not re.search(r"\d", w)]
-        if len(words) < MIN_SHAPE_WORDS:
-            return None
-        return hashlib.blake2b(" ".join(words).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
-
-    rng = random.Random(11)
-    alphabet = "aZ9_ -'.ΣσςΑİıIi\u0307\u0301٣߀𝟘ßẞ\u00a0\tΟΔ/é"
-    shapes = set()
-    for _ in range(5000):
-        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 80)))
-        shape = page_shape("http://h/a/ΟΔ-ab", text)
-        assert shape == reference("http://h/a/ΟΔ-ab", text), text
-        shapes.add(shape)
-    assert len(shapes) > 1000  # the texts had shapes, not all None
-
-
-def test_lower_casing_never_adds_or_removes_a_digit():
-    """What page_shape's one-pass token filter relies on (see _WORD_TOKEN),
-    checked on every code point of this Python's Unicode tables."""
-    import re
-    import sys
-
-    digit = re.compile(r"\d")
-    for point in range(sys.maxunicode + 1):
-        char = chr(point)
-        lower = char.lower()
-        if lower != char:
-            assert bool(digit.search(lower)) == bool(digit.search(char)), hex(point)
-
-
 def _html_response(url: str, html: str):
     from scrapy.http import HtmlResponse
 
