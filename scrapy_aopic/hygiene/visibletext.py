@@ -248,29 +248,42 @@ def _walk_text(root, boilerplate: bool) -> str:
     just_skipped = False
     free_parents: dict = {}  # container -> has text of its own (see _lone_link)
     in_main = 0  # depth of main landmarks around the element
+    # Whether each open element is a block (its end writes a newline), so
+    # that its end reads no tag: every lxml property read is a C call.
+    blocks: list[bool] = []
     for event, element in walker:
         if event == "start":
-            if _skipped(element, boilerplate, free_parents, total, holders, in_main):
+            tag = element.tag
+            # The common verdicts first, inline (see _skipped).
+            if tag in _INVISIBLE_TAGS or (
+                boilerplate
+                and tag not in _NEVER_BOILERPLATE
+                and _skipped(element, boilerplate, free_parents, total, holders, in_main)
+            ):
                 walker.skip_subtree()  # the next event is this element's end
                 just_skipped = True
                 continue
-            if element in mains:
+            if mains and element in mains:
                 in_main += 1
-            if element.tag in _BLOCK_TAGS:
+            block = tag in _BLOCK_TAGS
+            blocks.append(block)
+            if block:
                 append("\n")  # a block starts a line: "source<h3>impl" is two words
-            if element.text:
-                append(element.text)
+            text = element.text
+            if text:
+                append(text)
             continue
         if event == "end":
             if just_skipped:
                 just_skipped = False
             else:
-                if element.tag in _BLOCK_TAGS:
+                if blocks.pop():
                     append("\n")
-                if element in mains:
+                if mains and element in mains:
                     in_main -= 1
-        if element.tail:  # also of comments and processing instructions
-            append(element.tail)
+        tail = element.tail  # also of comments and processing instructions
+        if tail:
+            append(tail)
     return "".join(pieces)
 
 

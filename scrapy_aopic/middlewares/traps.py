@@ -8,11 +8,11 @@ from weakref import WeakKeyDictionary
 import logging
 
 from scrapy.exceptions import IgnoreRequest
-from scrapy.http import TextResponse
+from scrapy.http import HtmlResponse, TextResponse
 
 from ..frontier import Frontier
 from ..hygiene.traps import TrapGuard, TrapLimits
-from ..hygiene.soft404 import page_facts
+from ..hygiene.soft404 import page_facts, shared_tree_facts
 
 _GUARDS: WeakKeyDictionary = WeakKeyDictionary()
 
@@ -118,7 +118,7 @@ class Soft404Middleware:
             return response
         detector = self.guard.soft404
         shapes, closed = len(detector.error_shapes), len(detector.closed)
-        rule = self.guard.page_fetched(lease.url, *page_facts(response.url, response.text[:SHAPE_CHARS]))
+        rule = self.guard.page_fetched(lease.url, *self._facts(response))
         if len(detector.error_shapes) > shapes:
             logger.info("aopic: soft 404s found: %d distinct URLs answered the page of %s; "
                         "pages of that shape are refused from now on", self.guard.limits.soft404_pages, request.url)
@@ -129,3 +129,20 @@ class Soft404Middleware:
             return response
         self.frontier.fail(request, f"trap/{rule}", refuse=True)
         raise IgnoreRequest(f"aopic trap rule {rule}: {request.url}")
+
+    @staticmethod
+    def _facts(response: TextResponse) -> tuple[str, frozenset[str]]:
+        """The page's soft-404 facts, read from the tree Scrapy's selector
+        parses for an HTML page (the near-duplicate check and the spider
+        read it next): one parse per page instead of two."""
+        root = None
+        if isinstance(response, HtmlResponse):
+            try:
+                selector = response.selector
+                if selector.type == "html":
+                    root = selector.root
+            except Exception:  # text lxml cannot parse at all: page_facts says so
+                root = None
+        if root is None or not hasattr(root, "iter"):
+            return page_facts(response.url, response.text[:SHAPE_CHARS])
+        return shared_tree_facts(response.url, response.text, root, SHAPE_CHARS)

@@ -167,3 +167,81 @@ def test_xhtml_with_an_xml_declaration_has_facts():
     assert declared == page_facts(url, body)
     assert "rewrites queries" in declared[0]
     assert declared[1] == frozenset({"http://docs.example/manual/sibling.html"})
+
+
+def _html_response(url: str, html: str):
+    from scrapy.http import HtmlResponse
+
+    return HtmlResponse(url, body=html.encode("utf-8"), encoding="utf-8")
+
+
+def _shared_cases() -> list[tuple[str, str]]:
+    from pathlib import Path
+
+    cases = [(f"http://docs.example/gen/{path.name}", path.read_text(encoding="utf-8"))
+             for path in sorted((Path(__file__).parents[1] / "data" / "docgen").glob("*.html"))]
+    assert len(cases) >= 10
+    body = ("<body><script>s()</script><p>Intro text of a page</p><a href='x.html'>Sibling</a> tail"
+            "<a href='/y/z.html'>Elsewhere</a><noscript><a href='n.html'>n</a></noscript><!-- c -->after</body>")
+    cases += [
+        ("http://h/a/b.html", f"<!DOCTYPE html><html><head><title>T</title></head>{body}</html>"),
+        ("http://h/a/b.html", f'<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE html><html>{body}</html>'),
+        ("http://h/a/b.html", f"<html>{body}</html>"),
+        ("http://h/a/b.html", body),  # a fragment: lxml.html returns its body's child, not the document
+        ("http://h/a/b.html", "<p>one</p><p>two <a href='c.html'>c</a></p>"),
+        ("http://h/a/b.html", f"<html>{body}" + "<div>deep " * 300 + "bottom</html>"),  # past libxml2's depth limit
+        ("http://h/a/b.html", f"<html>{body}" + "<p>long text here</p>" * 12_000 + "</html>"),  # past max_chars
+        ("http://h/a/b.html", f"<html>{body}<p>nul\x00here</p></html>"),
+        ("http://h/a/b.html", "<!DOCTYPE html>"),
+        ("http://h/a/b.html", '  <?xml version="1.0"?><html><p>declared after white space</p></html>'),
+    ]
+    return cases
+
+
+def test_shared_tree_facts_are_page_facts_and_leave_the_tree_unchanged():
+    """The soft-404 middleware reads the tree Scrapy's selector parsed
+    (shared with the near-duplicate check and the spider) instead of
+    parsing again: the facts are exactly those of its own parse, on the
+    documentation generators' pages and on pages where the two parses
+    differ (fragments, deep nesting, long pages, NULs, declarations), and
+    the shared tree is the same afterwards."""
+    from lxml import etree
+
+    from scrapy_aopic.hygiene.soft404 import shared_tree_facts
+    from scrapy_aopic.middlewares.traps import SHAPE_CHARS, Soft404Middleware
+
+    with_siblings = 0
+    for url, html in _shared_cases():
+        response = _html_response(url, html)
+        root = response.selector.root
+        before = etree.tostring(root)
+        expected = page_facts(url, response.text[:SHAPE_CHARS])
+        assert shared_tree_facts(url, response.text, root, SHAPE_CHARS) == expected, url
+        assert Soft404Middleware._facts(response) == expected
+        assert etree.tostring(response.selector.root) == before
+        with_siblings += bool(expected[1])
+    assert with_siblings >= 8
+
+
+def test_a_plain_name_resolves_as_urljoin_does_on_odd_bases():
+    """page_facts resolves a plain link (``sql-select.html``) as the base's
+    directory plus the name, found by one urljoin a page: the same URL as
+    urljoin gives, whatever the base (dot segments, double slashes,
+    parameters, queries, fragments, no path, other schemes)."""
+    from urllib.parse import urljoin
+
+    from scrapy_aopic.hygiene.soft404 import _PLAIN_NAME
+
+    bases = ["http://h", "http://h/", "http://h/a/b.html", "http://h/a/b/", "http://h/a/./b/../c.html",
+             "http://h/a//b.html", "http://h/a/b;p=1", "http://h/a;x/b.html?q=1#f", "https://u:p@h:81/a/..",
+             "http://h/a/b/.", "ftp://h/x/y", "mailto:a@h", "data:text/html,x", "", "rel/path.html", "http://h?q"]
+    rng = random.Random(3)
+    names = ["a.html", "b", "x-y_z~", "a..b", "a.", "-x", "0"] + [
+        "".join(rng.choice("abc.-_~09") for _ in range(rng.randint(1, 6))) for _ in range(200)]
+    names = [n for n in names if _PLAIN_NAME.fullmatch(n)]
+    assert len(names) > 150
+    for base in bases:
+        prefix = urljoin(base, "x")[:-1]
+        for name in names:
+            assert prefix + name == urljoin(base, name).partition("#")[0], (base, name)
+            assert prefix + name == urljoin(base, name + "#frag").partition("#")[0], (base, name)
