@@ -410,8 +410,8 @@ class RecrawlPlanner:
                 record.events = record.events * fade + links
                 record.exposure = record.exposure * fade + span
             return
-        _, shape = self.shape_of(record)
         if new_links is not None:
+            _, shape = self.shape_of(record)
             if self.burst_boost and record.counted and record.new_links > links:
                 expected = self._scale(record, shape) * record.boost * shape.integral(previous, now)
                 if links >= 3 and poisson_tail(links, expected) < self.burst_p:
@@ -685,8 +685,10 @@ class RecrawlPlanner:
         released again after ``max_interval`` (a request lost on the way, a
         failure nobody reported), so no page drops out of the schedule.
         """
-        released = []
         heap = self._heap
+        if not heap or heap[0][0] > now:
+            return []  # the hot path: nothing due (stale entries wait)
+        released = []
         while True:
             self._clean()
             if not heap or heap[0][0] > now:
