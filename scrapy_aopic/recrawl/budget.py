@@ -135,7 +135,7 @@ class FreshnessAllocator:
         # the last one bound the answer, and since spend() is monotone every
         # midpoint at or below a probe that overspent overspends too (at or
         # above one that fit, fits). The bisection below then evaluates only
-        # the midpoints between the probes (about 8 instead of 21) and ends
+        # the midpoints between the probes (about 10 instead of 21) and ends
         # exactly where the plain bisection does.
         overspent, fits = -math.inf, math.inf
         if self.mu is not None and self.mu > 0:
