@@ -1,9 +1,10 @@
 """Re-crawl on real change traces, at equal cost (issue 17).
 
 Each trace (``benchmarks/recrawl_traces.py``: Debian changelogs, the PEPs,
-the Rust book) is a set of pages with the times their content changed. A
-policy fetches pages; a fetch sees whether the page changed since the
-previous fetch. The planner is driven exactly as a crawl drives it:
+the Rust book, and the held-out CPython developer's guide) is a set of
+pages with the times their content changed. A policy fetches pages; a
+fetch sees whether the page changed since the previous fetch. The planner
+is driven exactly as a crawl drives it:
 :func:`~scrapy_aopic.recrawl.hook.planner_from_settings` with the default
 settings plus ``AOPIC_RECRAWL_BUDGET`` (one revisit per page per day), and a
 :class:`~scrapy_aopic.recrawl.hook.RecrawlHook` whose ``next_lease`` the
@@ -29,7 +30,7 @@ Figures: fetches, hit rate (fetches that found a change), mean delay (change
 (time-averaged hours since the first undetected change), and the planner's
 cost per visit (µs, hook and planner).
 
-    .venv/bin/python benchmarks/bench_recrawl_traces.py        # ~8 minutes
+    .venv/bin/python benchmarks/bench_recrawl_traces.py        # ~10 minutes
 """
 
 from __future__ import annotations
