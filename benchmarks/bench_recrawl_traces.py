@@ -274,8 +274,8 @@ def baselines(trace: Trace, cost: int, a: float, b: float, max_interval: float, 
 def phase_drift() -> str:
     """Where the budget's placement rule ends up on a working-day profile
     (rate 1 from 09:00 to 17:00 UTC, 0.05 otherwise), a revisit a day:
-    the expected waiting per day of its revisits against a fixed daily
-    fetch at the best hour. Why the planner does not beat the best fixed
+    the mean delay of a change under it against a fixed daily fetch at the
+    best hour. Why the planner does not beat the best fixed
     interval on rarely changing pages (see docs/recrawl.rst)."""
     from scrapy_aopic.recrawl.profile import WeeklyRates, week_start
 
