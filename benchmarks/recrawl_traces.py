@@ -10,7 +10,10 @@ come from data that needs no network:
 * ``peps``: the Python PEPs repository (``python/peps``): one page per
   ``peps/*.rst``, one change per first-parent commit touching it (the time
   it changed on the main branch).
-* ``rust-book``: ``rust-lang/book``'s ``src/*.md`` chapters, the same way.
+* ``rust-book``: ``rust-lang/book``'s ``src/*.md`` chapters, the same way;
+* ``devguide``: ``python/devguide``'s ``*.rst`` pages, the same way: the
+  held-out trace, added after the planner's rules were settled on the three
+  others and judged the same way.
 
 Each is cut to three years (the busiest window of the source). Derived
 traces are stored compactly in ``benchmarks/data/recrawl_traces.json.gz``
@@ -22,6 +25,8 @@ traces are stored compactly in ``benchmarks/data/recrawl_traces.json.gz``
     .venv/bin/python benchmarks/recrawl_traces.py --build \\
         --git peps=/work/.mirror/python+peps/repo \\
         --git rust-book=/work/.mirror/rust-lang+book/repo
+    .venv/bin/python benchmarks/recrawl_traces.py \\
+        --add devguide=/work/.mirror/python+devguide/repo   # the held-out trace
 """
 
 from __future__ import annotations
@@ -49,6 +54,9 @@ _WEEK_SHIFT = 3 * 86400.0  # Unix time 0 was a Thursday
 GIT_SOURCES = {
     "peps": ("peps/", ".rst", "peps.example"),
     "rust-book": ("src/", ".md", "book.example"),
+    # Held out (added after the planner's rules were settled): the CPython
+    # developer's guide, every .rst page of the repository.
+    "devguide": ("", ".rst", "devguide.example"),
 }
 
 
@@ -162,7 +170,7 @@ def git_trace(
     being edited, and would dominate a trace of rarely edited pages."""
     out = subprocess.run(
         ["git", f"--git-dir={gitdir}", "log", "--first-parent", "-m", "--format=@%ct",
-         "--name-only", "--", prefix],
+         "--name-only", "--", prefix or "."],
         check=True, capture_output=True, text=True,
     ).stdout  # fmt: skip
     pages: dict[str, tuple[str, list[float]]] = {}
@@ -224,8 +232,17 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", action="store_true", help="rebuild the fixture")
     parser.add_argument("--git", action="append", default=[], metavar="NAME=GITDIR")
+    parser.add_argument("--add", action="append", default=[], metavar="NAME=GITDIR",
+                        help="add (or replace) one git trace in the existing fixture")  # fmt: skip
     parser.add_argument("--out", type=Path, default=FIXTURE)
     args = parser.parse_args(argv)
+    if args.add:
+        kept = {t.name: t for t in load(args.out)}
+        for spec in args.add:
+            name, _, gitdir = spec.partition("=")
+            prefix, suffix, host = GIT_SOURCES[name]
+            kept[name] = git_trace(name, gitdir, prefix, suffix, host)
+        save(list(kept.values()), args.out)
     if args.build:
         traces = [debian_trace()]
         for spec in args.git:

@@ -71,6 +71,9 @@ class FreshnessAllocator:
     :param f_max: the most (``1 / min_interval``).
     """
 
+    #: half-width (in log mu) of the bracket probed around the last solution
+    PROBE = 0.01
+
     def __init__(self, f_min: float, f_max: float):
         self.f_min = f_min
         self.f_max = f_max
@@ -128,9 +131,30 @@ class FreshnessAllocator:
             # More than the host caps let through: the least multiplier
             # that fills them (not one that asks every page for f_max).
             budget = 0.99 * most
+        # The multiplier moves little between two solves: two probes around
+        # the last one bound the answer, and since spend() is monotone every
+        # midpoint at or below a probe that overspent overspends too (at or
+        # above one that fit, fits). The bisection below then evaluates only
+        # the midpoints between the probes (about 10 instead of 21) and ends
+        # exactly where the plain bisection does.
+        overspent, fits = -math.inf, math.inf
+        if self.mu is not None and self.mu > 0:
+            centre = math.log(self.mu / ref)
+            for probe in (centre - self.PROBE, centre + self.PROBE):
+                if lo < probe < hi:
+                    if spend(ref * math.exp(probe)) > budget:
+                        overspent = max(overspent, probe)
+                    else:
+                        fits = min(fits, probe)
         for _ in range(60):
             mid = 0.5 * (lo + hi)
-            if spend(ref * math.exp(mid)) > budget:
+            if mid <= overspent:
+                over = True
+            elif mid >= fits:
+                over = False
+            else:
+                over = spend(ref * math.exp(mid)) > budget
+            if over:
                 lo = mid
             else:
                 hi = mid

@@ -323,11 +323,13 @@ class TimedChangeHistory:
         # Newton on log r (the excess is convex and decreasing in r): a few
         # steps from the last solution, which moves little between visits.
         r = self.hint if self.hint > 0 else (k0 + sum(w for w, _ in terms)) / unchanged
-        expm1 = math.expm1
+        expm1, exp = math.expm1, math.exp
+        # (w, t, w * t): the products once, not once per Newton step
+        terms = [(w, t, w * t) for w, t in terms]
         for _ in range(40):
             v = k0 / r - unchanged
             s = -k0 / r
-            for w, t in terms:
+            for w, t, wt in terms:
                 x = r * t
                 if x > 700.0:
                     continue
@@ -336,11 +338,15 @@ class TimedChangeHistory:
                     v += w / r
                     s -= w / r
                     continue
-                v += w * t / e
-                s -= w * t * x * (e + 1.0) / (e * e)
+                v += wt / e
+                s -= wt * x * (e + 1.0) / (e * e)
             # v(r) = 0 sought; s = r * dv/dr < 0
-            step = max(-2.0, min(2.0, v / s)) if s < 0 else 0.0
-            r *= math.exp(-step)
+            if s < 0:
+                step = v / s
+                step = 2.0 if step > 2.0 else -2.0 if step < -2.0 else step
+            else:
+                step = 0.0
+            r *= exp(-step)
             if -1e-7 < step < 1e-7:
                 break
         self.hint = r

@@ -402,7 +402,11 @@ class RecrawlPlanner:
         links = new_links or 0
         record.new_links += links
         self.new_links_on_revisits += links
-        fade = math.exp(-span / self.scale_forget) if self.scale_forget is not None else 1.0
+        fade = (
+            math.exp(-span / self.scale_forget)
+            if self.scale_forget is not None and new_links is not None
+            else 1.0
+        )
         if self.model == "aopic":
             # Cash decides revisits; keep only the page's flat link rate
             # (for stats), not the profiles.
@@ -410,6 +414,8 @@ class RecrawlPlanner:
                 record.events = record.events * fade + links
                 record.exposure = record.exposure * fade + span
             return
+        # Called even without link counts: profiles refit lazily when asked
+        # for their shape, and this call is part of when they refit.
         _, shape = self.shape_of(record)
         if new_links is not None:
             if self.burst_boost and record.counted and record.new_links > links:
@@ -685,8 +691,10 @@ class RecrawlPlanner:
         released again after ``max_interval`` (a request lost on the way, a
         failure nobody reported), so no page drops out of the schedule.
         """
-        released = []
         heap = self._heap
+        if not heap or heap[0][0] > now:
+            return []  # the hot path: nothing due (stale entries wait)
+        released = []
         while True:
             self._clean()
             if not heap or heap[0][0] > now:
@@ -846,6 +854,8 @@ class OverdueQueue:
         """The most overdue tracked URL (deadline <= ``now``) whose host is
         ``ready``; ``None`` if there is none among the first ``scan``."""
         heap = self._heap
+        if not heap or heap[0][0] > now:
+            return None  # the hot path: nothing overdue (stale entries wait)
         skipped = []
         found = None
         try:

@@ -197,27 +197,37 @@ class WeeklyRates:
         base = week_start(t0)
         x0 = t0 - base
         events0, integral0 = self._waiting(x0)
-
-        def owed(x: float) -> float:
-            events, integral = self._waiting(x)
-            return integral - integral0 - events0 * (x - x0)
-
         end = x0 + horizon
-        if owed(end) < target:
+        events, integral = self._waiting(end)
+        if integral - integral0 - events0 * (end - x0) < target:
             return t0 + horizon
         # First hour boundary k * HOUR (k in [lo, hi]) where the waiting
-        # reaches the target; the answer is inside the hour before it.
+        # reaches the target; the answer is inside the hour before it. At a
+        # boundary _waiting's terms of the partial hour vanish, so it is
+        # inlined here (the planner's hottest loop) with the same arithmetic.
         lo = math.floor(x0 / HOUR) + 1
         hi = math.ceil(end / HOUR)
+        total = self.week_total
+        cumulative, cumulative2 = self._cumulative, self._cumulative2
+        week2 = cumulative2[-1]
+        total_week = total * WEEK
         while lo < hi:
             mid = (lo + hi) // 2
-            if owed(min(mid * HOUR, end)) >= target:
+            x = mid * HOUR
+            if x < end:
+                weeks, b = divmod(mid, BINS)
+                integral = total_week * weeks * (weeks - 1) / 2 + weeks * week2
+                integral = integral + weeks * total * (b * HOUR) + cumulative2[b]
+            else:
+                x = end
+                _, integral = self._waiting(x)
+            if integral - integral0 - events0 * (x - x0) >= target:
                 hi = mid
             else:
                 lo = mid + 1
         start = max(x0, (lo - 1) * HOUR)
-        need = target - owed(start)
-        events, _ = self._waiting(start)
+        events, integral = self._waiting(start)
+        need = target - (integral - integral0 - events0 * (start - x0))
         count = events - events0
         r = self.rates[min(int((start - math.floor(start / WEEK) * WEEK) // HOUR), BINS - 1)]
         # owed(start + d) = owed(start) + count d + r d^2 / 2

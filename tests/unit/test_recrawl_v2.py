@@ -156,3 +156,24 @@ def test_fast_time_to_delay_matches_the_hourly_walk():
         t0 = MONDAY + rng.uniform(0, 30 * DAY)
         target = 10 ** rng.uniform(0, 5)
         assert shape.time_to_delay(t0, target, 7 * DAY) == pytest.approx(walk(t0, target, 7 * DAY), abs=1e-3)
+
+
+def test_budget_probes_end_where_the_plain_bisection_does():
+    # The probes around the last multiplier only skip midpoints whose outcome
+    # they imply: the multiplier is bit for bit the plain bisection's, from
+    # any starting multiplier (near the answer, far from it, on either side).
+    rng = random.Random(7)
+    for trial in range(30):
+        n = rng.randint(5, 300)
+        rates = [rng.random() ** 4 / HOUR * (rng.random() > 0.1) for _ in range(n)]
+        weights = [rng.uniform(0.1, 3.0) for _ in range(n)]
+        hosts = [rng.randrange(4) for _ in range(n)]
+        budget = rng.uniform(0.05, 3.0) * n / DAY
+        plain = FreshnessAllocator(1 / (7 * DAY), 1 / 60)
+        plain.solve(rates, weights, budget, hosts, 1 / 600)
+        for start in (plain.mu, plain.mu * 1.003, plain.mu * 0.97, plain.mu * 50, plain.mu / 50):
+            probed = FreshnessAllocator(1 / (7 * DAY), 1 / 60)
+            probed.mu = start
+            probed.solve(rates, weights, budget, hosts, 1 / 600)
+            assert probed.mu == plain.mu
+

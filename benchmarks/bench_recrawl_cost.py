@@ -1,0 +1,96 @@
+"""The re-crawl planner's cost per visit, two code bases side by side (issue 17).
+
+Runs the planner on a real change trace exactly as
+``bench_recrawl_traces.py`` does (``planner_from_settings`` + ``RecrawlHook``,
+``AOPIC_RECRAWL_BUDGET`` = one revisit per page per day, ``next_lease`` as
+the frontier calls it) and measures the CPU time (this thread's, so the
+other processes on a shared machine count less) spent in the hook and the
+planner per visit. Each run is a fresh process importing ``scrapy_aopic``
+from one checkout; the checkouts alternate (A B, then B A, ...) so that
+machine load hits both alike, and the figure to quote is the ratio of the
+medians.
+
+Every run also prints a digest of all the fetch times it produced: equal
+digests mean the two checkouts made exactly the same decisions.
+
+    .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main
+    .venv/bin/python benchmarks/bench_recrawl_cost.py            # this checkout only
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def worker(root: str, trace_name: str, years: float, last_modified: bool) -> dict:
+    # scrapy_aopic from ``root``; the trace tools from this checkout's
+    # benchmarks (imported after, so their sys.path edit cannot shadow it).
+    sys.path.insert(0, root)
+    import scrapy_aopic  # noqa: F401
+
+    sys.path.insert(1, str(ROOT / "benchmarks"))
+    import time
+
+    from bench_recrawl_traces import run_planner
+    from recrawl_traces import YEAR, Page, Trace, load
+
+    trace = load(names=[trace_name])[0]
+    end = min(trace.end, trace.start + years * YEAR)
+    trace = Trace(
+        trace.name, trace.start, end,
+        [Page(p.url, p.host, [t for t in p.changes if t < end]) for p in trace.pages],
+    )  # fmt: skip
+    settings = {"AOPIC_RECRAWL_BUDGET": float(len(trace.pages))}
+    fetches, us, visits = run_planner(trace, settings, last_modified, timer=time.thread_time)
+    digest = hashlib.sha256(
+        json.dumps([fetches[p.url] for p in trace.pages]).encode()
+    ).hexdigest()[:16]
+    return {"us": us, "visits": visits, "digest": digest, "file": scrapy_aopic.__file__}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--against", help="another checkout (e.g. /work/main) to compare with")
+    parser.add_argument("--trace", default="rust-book")
+    parser.add_argument("--years", type=float, default=1.5, help="trace prefix to run")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--last-modified", action="store_true")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.trace, args.years, args.last_modified)))
+        return 0
+    sides = {"this": str(ROOT)}
+    if args.against:
+        sides = {"other": str(Path(args.against).resolve()), "this": str(ROOT)}
+    results: dict[str, list[dict]] = {name: [] for name in sides}
+    names = list(sides)
+    for rep in range(args.repeats):
+        for name in names if rep % 2 == 0 else names[::-1]:
+            cmd = [sys.executable, __file__, "--worker", sides[name], "--trace", args.trace,
+                   "--years", str(args.years)] + (["--last-modified"] if args.last_modified else [])  # fmt: skip
+            out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+            results[name].append(out)
+            print(f"  run {rep + 1} {name:<6} {out['us']:7.1f} µs/visit  {out['visits']} visits  "
+                  f"decisions {out['digest']}  ({Path(out['file']).parents[1]})", flush=True)  # fmt: skip
+    medians = {name: statistics.median(r["us"] for r in runs) for name, runs in results.items()}
+    print(f"{args.trace}, first {args.years:g} years, {args.repeats} runs each (CPU µs per visit, median):")
+    for name, value in medians.items():
+        print(f"  {name:<6} {value:7.1f}  ({sides[name]})")
+    if "other" in medians:
+        same = {r["digest"] for runs in results.values() for r in runs}
+        print(f"  this / other = {medians['this'] / medians['other']:.2f}; "
+              f"decisions {'identical' if len(same) == 1 else 'DIFFER: ' + ', '.join(sorted(same))}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
