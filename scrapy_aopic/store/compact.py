@@ -95,7 +95,9 @@ class CrawledTable:
         self._slots = array("i", [-1]) * 8  # open addressing, row or -1
         self._mask = 7
         self.live = 0  # rows not dead
-        # -- remembered links: ``count < 0``: none remembered
+        # -- remembered links: ``count < 0``: none remembered; the columns
+        # are empty while link memory is off (8 bytes a row saved)
+        self.links_on = True
         self.link_start = array("I")
         self.link_count = array("i")
         self.link_pool = array("I")
@@ -180,8 +182,9 @@ class CrawledTable:
         self.visits.append(0)
         self.depth.append(depth)
         self.host.append(self._host_id(host))
-        self.link_start.append(0)
-        self.link_count.append(-1)
+        if self.links_on:
+            self.link_start.append(0)
+            self.link_count.append(-1)
         self._set_request(row, request)
         h = hash(url)
         self._hash.append(h & 0xFFFFFFFF)
@@ -229,6 +232,8 @@ class CrawledTable:
     # -- remembered links ----------------------------------------------------
 
     def links(self, row: int) -> array | None:
+        if not self.links_on:
+            return None
         count = self.link_count[row]
         if count < 0:
             return None
@@ -237,6 +242,8 @@ class CrawledTable:
 
     def set_links(self, row: int, seqs) -> None:
         """Remember ``seqs`` (``None``: nothing remembered) for ``row``."""
+        if not self.links_on:
+            return
         old = self.link_count[row]
         if old > 0:
             self._link_garbage += old
@@ -274,7 +281,15 @@ class CrawledTable:
         self._link_garbage = 0
 
     def forget_links(self) -> None:
-        for row in range(len(self.link_count)):
-            self.link_count[row] = -1
-        self.link_pool = array(self.link_pool.typecode)
+        """Link memory off: drop every remembered link and the columns."""
+        self.links_on = False
+        self.link_start, self.link_count = array("I"), array("i")
+        self.link_pool = array("I")
         self._link_garbage = 0
+
+    def remember_links(self) -> None:
+        """Link memory on (again): every row remembers nothing yet."""
+        if not self.links_on:
+            self.links_on = True
+            self.link_start = array("I", [0]) * len(self.seq)
+            self.link_count = array("i", [-1]) * len(self.seq)

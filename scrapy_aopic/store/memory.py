@@ -185,6 +185,8 @@ class MemoryStore(FrontierStore):
         self._rich: list[int] = []
         # Every account's URL by seq, and CRAWLED accounts' books.
         self._table = CrawledTable(self._all_targets)
+        if not link_memory:
+            self._table.forget_links()
 
     # -- helpers ------------------------------------------------------------
 
@@ -316,6 +318,11 @@ class MemoryStore(FrontierStore):
             self._host_heap.append((heap[0][0], heap[0][1], host))
             self._entries += len(heap)
         heapq.heapify(self._host_heap)
+        # Crawled accounts leave the dict for rows, and a dict never shrinks
+        # when keys are deleted: copy it once its table is far too large
+        # (a compact dict takes 30-90 bytes an entry; O(n) like this pass).
+        if sys.getsizeof(self._accounts) > 200 * len(self._accounts) + 4096:
+            self._accounts = dict(self._accounts)
 
     def _new_account(self, link: Link, cash: float) -> _Account:
         # One string per host, not one per URL (a host name parsed from
@@ -413,7 +420,7 @@ class MemoryStore(FrontierStore):
         table = self._table
         if amount:
             table.cash[row] += amount
-            if table.link_count[row] >= 0:
+            if self._keep_links and table.link_count[row] >= 0:
                 self._push_rich(self._row_rich_key(row), table.seq[row])
         if depth < table.depth[row]:
             table.depth[row] = depth
@@ -457,7 +464,7 @@ class MemoryStore(FrontierStore):
         if row >= 0:
             if amount:
                 table.cash[row] += amount
-                if table.link_count[row] >= 0:
+                if self._keep_links and table.link_count[row] >= 0:
                     self._push_rich(self._row_rich_key(row), seq)
             return
         acc = self._accounts[table.url(seq)]
@@ -576,7 +583,7 @@ class MemoryStore(FrontierStore):
         self._rich = [
             heap_entry(self._row_rich_key(row), table.seq[row])
             for row in table.rows()
-            if table.link_count[row] >= 0 and (everyone or table.cash[row] > 0)
+            if table.links_on and table.link_count[row] >= 0 and (everyone or table.cash[row] > 0)
         ]
         heapq.heapify(self._rich)
 
@@ -988,6 +995,8 @@ class MemoryStore(FrontierStore):
                 acc.links = None
             self._table.forget_links()
             self._rich = []
+        elif enabled:
+            self._table.remember_links()
         self._keep_links = bool(enabled)
 
     def peek_crawled(self) -> tuple[str, float] | None:
@@ -996,7 +1005,7 @@ class MemoryStore(FrontierStore):
             entry = rich[0]
             seq = entry_seq(entry)
             row = table.row_of[seq]
-            if row >= 0 and table.link_count[row] >= 0 and heap_entry(self._row_rich_key(row), seq) == entry:
+            if row >= 0 and table.links_on and table.link_count[row] >= 0 and heap_entry(self._row_rich_key(row), seq) == entry:
                 return table.url(seq), self._row_cash(row)
             heapq.heappop(rich)  # stale: revisited, credited again, re-pended...
         return None
