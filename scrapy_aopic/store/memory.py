@@ -185,6 +185,7 @@ class MemoryStore(FrontierStore):
         self._rich: list[int] = []
         # Every account's URL by seq, and CRAWLED accounts' books.
         self._table = CrawledTable(self._all_targets)
+        self._deleted = 0  # keys deleted from _accounts since it was copied
         if not link_memory:
             self._table.forget_links()
 
@@ -318,11 +319,6 @@ class MemoryStore(FrontierStore):
             self._host_heap.append((heap[0][0], heap[0][1], host))
             self._entries += len(heap)
         heapq.heapify(self._host_heap)
-        # Crawled accounts leave the dict for rows, and a dict never shrinks
-        # when keys are deleted: copy it once its table is far too large
-        # (a compact dict takes 30-90 bytes an entry; O(n) like this pass).
-        if sys.getsizeof(self._accounts) > 200 * len(self._accounts) + 4096:
-            self._accounts = dict(self._accounts)
 
     def _new_account(self, link: Link, cash: float) -> _Account:
         # One string per host, not one per URL (a host name parsed from
@@ -505,6 +501,13 @@ class MemoryStore(FrontierStore):
         """Move the CRAWLED account ``acc`` from its object to a row."""
         table = self._table
         del self._accounts[acc.url]
+        # A dict never shrinks when keys are deleted: once the crawled
+        # accounts that left it outnumber twice those in it, copy it (O(n),
+        # amortised O(1) per crawled page).
+        self._deleted += 1
+        if self._deleted > 2 * len(self._accounts) + 4096:
+            self._accounts = dict(self._accounts)
+            self._deleted = 0
         row = table.add(acc.seq, acc.url, acc.host, acc.depth, acc.request)
         table.cash[row] = acc.cash
         if table.mark is not None:
