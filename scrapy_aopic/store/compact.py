@@ -107,10 +107,12 @@ class CrawledTable:
 
     def add_name(self, seq: int, url: str) -> None:
         """Record the URL of account ``seq`` (new seqs only; a gap left by a
-        restore gets empty names)."""
-        while len(self._ends) < seq:
-            self.add_name(len(self._ends), "")
-        split = url.find("/", url.find("//") + 2) if "//" in url else 0
+        restore gets empty names). Runs for every new URL: kept lean."""
+        ends = self._ends
+        while len(ends) < seq:
+            self.add_name(len(ends), "")
+        scheme = url.find("//")
+        split = url.find("/", scheme + 2) if scheme >= 0 else 0
         if split < 0:
             split = len(url)
         prefix = url[:split]
@@ -118,9 +120,14 @@ class CrawledTable:
         if pid is None:
             pid = self._prefix_ids[prefix] = len(self._prefixes)
             self._prefixes.append(prefix)
-        self._arena += url[split:].encode("utf-8", "surrogatepass")
+        arena = self._arena
+        arena += url[split:].encode("utf-8", "surrogatepass")
         self._prefix_of.append(pid)
-        _append(self, "_ends", len(self._arena))
+        try:
+            ends.append(len(arena))
+        except OverflowError:  # 4 GB of names: 8-byte offsets from now on
+            self._ends = array("Q", ends)
+            self._ends.append(len(arena))
         self.row_of.append(NO_ROW)
 
     def url(self, seq: int) -> str:
@@ -135,13 +142,13 @@ class CrawledTable:
         """The row of ``url`` (live or dead), compared exactly."""
         h = hash(url)
         low = h & 0xFFFFFFFF
-        slots, mask = self._slots, self._mask
+        slots, mask, hashes = self._slots, self._mask, self._hash
         i = h & mask
         while True:
             row = slots[i]
             if row < 0:
                 return None
-            if self._hash[row] == low and self.url(self.seq[row]) == url:
+            if hashes[row] == low and self.url(self.seq[row]) == url:
                 return row
             i = (i + 1) & mask
 
