@@ -31,6 +31,8 @@ import struct
 from array import array
 from collections.abc import Iterator
 
+from .base import Referred
+
 #: ``row_of`` value of a seq without a row.
 NO_ROW = -1
 _NONE = math.nan  #: ``last_visit`` of an account never visited
@@ -86,11 +88,14 @@ class CrawledTable:
         self.history = array("d")
         self.last_visit = array("d")
         self.visits = array("I")
-        self.depth = array("I")
+        self.depth = array("i")
         self.host = array("I")
         self.hosts: list[str] = []
         self._host_ids: dict[str, int] = {}
         self.requests: dict[int, object] = {}  # row -> request, when not None
+        # seq of the account named by the Referer of a Referer-only request
+        # (``Referred(None, url)``: every followed link's), else -1
+        self.referer = array("i")
         self._hash = array("I")  # low 32 bits of each row's URL hash
         self._slots = array("i", [-1]) * 8  # open addressing, row or -1
         self._mask = 7
@@ -166,9 +171,11 @@ class CrawledTable:
         for row, low in enumerate(self._hash):  # the low 32 bits index any table below 2**32 slots
             self._insert(row, low)
 
-    def add(self, seq: int, url: str, host: str, depth: int, request: object) -> int:
+    def add(self, seq: int, url: str, host: str, depth: int, request: object, referer: int = -1) -> int:
         """A row for account ``seq`` (its dead row again if it had one); the
-        caller fills cash, history, last visit and visits."""
+        caller fills cash, history, last visit and visits. ``referer``: the
+        seq of the account whose URL is ``request``'s Referer, when
+        ``request`` is ``Referred(None, that URL)`` (then not kept itself)."""
         old = self.row_of[seq]
         self.live += 1
         if old <= -2:
@@ -176,7 +183,7 @@ class CrawledTable:
             self.row_of[seq] = row
             self.depth[row] = depth
             self.host[row] = self._host_id(host)
-            self._set_request(row, request)
+            self._set_request(row, request, referer)
             return row
         row = len(self.seq)
         self.row_of[seq] = row
@@ -189,10 +196,11 @@ class CrawledTable:
         self.visits.append(0)
         self.depth.append(depth)
         self.host.append(self._host_id(host))
+        self.referer.append(-1)
         if self.links_on:
             self.link_start.append(0)
             self.link_count.append(-1)
-        self._set_request(row, request)
+        self._set_request(row, request, referer)
         h = hash(url)
         self._hash.append(h & 0xFFFFFFFF)
         if 3 * (row + 1) > 2 * len(self._slots):
@@ -207,6 +215,7 @@ class CrawledTable:
         self.row_of[self.seq[row]] = -row - 2
         self.live -= 1
         self.requests.pop(row, None)
+        self.referer[row] = -1
         self.set_links(row, None)
 
     def rows(self) -> Iterator[int]:
@@ -223,11 +232,18 @@ class CrawledTable:
             self.hosts.append(host)
         return hid
 
-    def _set_request(self, row: int, request: object) -> None:
-        if request is None:
+    def _set_request(self, row: int, request: object, referer: int) -> None:
+        self.referer[row] = referer
+        if request is None or referer >= 0:
             self.requests.pop(row, None)
         else:
             self.requests[row] = request
+
+    def request(self, row: int) -> object:
+        referer = self.referer[row]
+        if referer >= 0:
+            return Referred(None, self.url(referer).encode("latin-1"))
+        return self.requests.get(row)
 
     def get_last_visit(self, row: int) -> float | None:
         value = self.last_visit[row]

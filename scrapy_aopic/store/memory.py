@@ -69,6 +69,7 @@ from .base import (
     FrontierStore,
     Lease,
     Link,
+    Referred,
     Totals,
     lambda_split,
 )
@@ -508,7 +509,7 @@ class MemoryStore(FrontierStore):
         if self._deleted > 2 * len(self._accounts) + 4096:
             self._accounts = dict(self._accounts)
             self._deleted = 0
-        row = table.add(acc.seq, acc.url, acc.host, acc.depth, acc.request)
+        row = table.add(acc.seq, acc.url, acc.host, acc.depth, acc.request, self._referer_seq(acc.request))
         table.cash[row] = acc.cash
         if table.mark is not None:
             table.mark[row] = acc.mark
@@ -518,6 +519,18 @@ class MemoryStore(FrontierStore):
         table.set_links(row, acc.links)
         return row
 
+    def _referer_seq(self, request: object) -> int:
+        """The seq of the account whose URL is the Referer of a
+        ``Referred(None, referer)`` request, or -1 (kept as it is)."""
+        if type(request) is not Referred or request.url is not None:
+            return -1
+        name = request.referer.decode("latin-1")  # one str per byte string, and back
+        acc = self._accounts.get(name)
+        if acc is not None:
+            return acc.seq
+        row = self._table.find(name)
+        return -1 if row is None else self._table.seq[row]
+
     def _thaw(self, row: int) -> _Account:
         """The crawled account of ``row`` as an object again (re-pended,
         refused), still CRAWLED; its row is kept for a later crawl."""
@@ -526,7 +539,7 @@ class MemoryStore(FrontierStore):
         url = table.url(seq)
         mark = table.mark[row] if table.mark is not None else self._dividend
         acc = _Account(
-            table.cash[row], mark, table.depth[row], seq, table.hosts[table.host[row]], table.requests.get(row), url
+            table.cash[row], mark, table.depth[row], seq, table.hosts[table.host[row]], table.request(row), url
         )
         acc.history = table.history[row]
         acc.last_visit = table.get_last_visit(row)
@@ -566,7 +579,7 @@ class MemoryStore(FrontierStore):
         if acc is not None:
             return acc.request
         row = self._table.find(url)
-        return None if row is None else self._table.requests.get(row)
+        return None if row is None else self._table.request(row)
 
     # -- link memory helpers ----------------------------------------------------
 
@@ -725,7 +738,7 @@ class MemoryStore(FrontierStore):
                     table.depth[row],
                     seq,
                     table.hosts[table.host[row]],
-                    table.requests.get(row),
+                    table.request(row),
                     None if links is None else [table.url(s) for s in links],
                 ]
 

@@ -12,6 +12,7 @@ import pytest
 
 from scrapy_aopic.engine import AopicEngine
 from scrapy_aopic.store import CRAWLED, PENDING, REFUSED, Link, MemoryStore
+from scrapy_aopic.store.base import Referred
 from scrapy_aopic.store import compact
 from scrapy_aopic.store.compact import CrawledTable, entry_seq, heap_entry
 
@@ -110,6 +111,13 @@ def test_names_are_exact():
     assert [table.url(seq) for seq in range(len(urls))] == urls
 
 
+def request_for(i):
+    """Every kind of stored request: none, a dict, a Referer naming a known
+    page (kept as that page's seq), an unknown one, another spelling."""
+    return [None, {"method": "POST", "i": i}, Referred(None, b"http://h0.test/0"),
+            Referred(None, b"http://h0.test/unknown\xe9"), Referred(f"http://H{i}.test/", b"http://h0.test/0")][i % 5]
+
+
 def crawl_with_every_field(store):
     """Crawl pages with distinct values in every field; returns what each
     crawled account must read back."""
@@ -117,7 +125,7 @@ def crawl_with_every_field(store):
     expected = {}
     for i in range(40):
         engine.add_seed(Link(f"http://h{i % 4}.test/{i}", f"slot{i % 4}", i % 3,
-                             request=None if i % 2 else {"method": "POST", "i": i}), cash=1.0 + i)
+                             request=request_for(i)), cash=1.0 + i)
     visited_at = 100.0
     while (lease := store.pop(lambda host: True)) is not None:
         i = int(lease.url.rsplit("/", 1)[1])
@@ -148,20 +156,23 @@ def test_crawled_accounts_keep_every_field(colliding):
         assert (view.host, view.last_visit, view.visits, view.depth) == (host, visited_at, 1, min(i % 3, view.depth))
         assert view.history > 0 and view.target is None and view.leased == 0.0
         assert [link.url for link in store.remembered_links(url)] == links
-        assert store.request_of(url) == (None if i % 2 else {"method": "POST", "i": i})
+        assert store.request_of(url) == request_for(i)
         assert store.knows(url)
+    # A Referer naming a known page is kept as that page's seq, not as bytes.
+    kept = list(store._table.requests.values())
+    assert Referred(None, b"http://h0.test/0") not in kept and Referred(None, b"http://h0.test/unknown\xe9") in kept
     for unseen in ("http://h0.test/40", "http://h0.test/04", "http://h0.test/", "http://h1.test/4"):
         assert not store.knows(unseen) and store.get(unseen) is None
     assert engine.conservation_error() < 1e-9
     # Re-pended: the object comes back with its request, history and visits.
-    url = next(u for u in expected if int(u.rsplit("/", 1)[1]) % 2 == 0)
+    url = next(u for u in expected if int(u.rsplit("/", 1)[1]) % 5 == 2)
     before = store.get(url)
     assert store.repend(Link(url, "ignored", 0))
     assert store.get(url).state == PENDING
     lease = store.take(url)
     assert (lease.request, lease.history, lease.last_visit, lease.visits) == (
         store.request_of(url), before.history, before.last_visit, 1)
-    assert store.request_of(url) == {"method": "POST", "i": int(url.rsplit("/", 1)[1])}
+    assert store.request_of(url) == Referred(None, b"http://h0.test/0")
     engine.visit(lease, [], now=1000.0)
     assert store.get(url).visits == 2 and store.get(url).state == CRAWLED
     assert store.remembered_links(url) == []
