@@ -187,6 +187,7 @@ class MemoryStore(FrontierStore):
         # Every account's URL by seq, and CRAWLED accounts' books.
         self._table = CrawledTable(self._all_targets)
         self._deleted = 0  # keys deleted from _accounts since it was copied
+        self._peeked: tuple[str, int] | None = None  # (url, row) peek_crawled returned
         if not link_memory:
             self._table.forget_links()
 
@@ -1022,17 +1023,23 @@ class MemoryStore(FrontierStore):
             seq = entry_seq(entry)
             row = table.row_of[seq]
             if row >= 0 and table.links_on and table.link_count[row] >= 0 and heap_entry(self._row_rich_key(row), seq) == entry:
-                return table.url(seq), self._row_cash(row)
+                url = table.url(seq)
+                self._peeked = (url, row)  # the engine revisits it next: no lookup then
+                return url, self._row_cash(row)
             heapq.heappop(rich)  # stale: revisited, credited again, re-pended...
         return None
 
     def revisit(self, url: str, lambda_tax: float | None) -> tuple[float, float, int] | None:
-        if url in self._accounts:  # an object: not a crawled account
-            return None
         table = self._table
-        row = table.find(url)
-        if row is None:
+        peeked = self._peeked
+        if peeked is not None and peeked[0] is url and table.row_of[table.seq[peeked[1]]] == peeked[1]:
+            row = peeked[1]
+        elif url in self._accounts:  # an object: not a crawled account
             return None
+        else:
+            row = table.find(url)
+            if row is None:
+                return None
         links = table.links(row)
         if links is None:
             return None
