@@ -99,7 +99,6 @@ class CrawledTable:
         self._hash = array("I")  # low 32 bits of each row's URL hash
         self._slots = array("i", [-1]) * 8  # open addressing, row or -1
         self._mask = 7
-        self.live = 0  # rows not dead
         # -- remembered links: ``count < 0``: none remembered; the columns
         # are empty while link memory is off (8 bytes a row saved)
         self.links_on = True
@@ -177,7 +176,6 @@ class CrawledTable:
         seq of the account whose URL is ``request``'s Referer, when
         ``request`` is ``Referred(None, that URL)`` (then not kept itself)."""
         old = self.row_of[seq]
-        self.live += 1
         if old <= -2:
             row = -old - 2
             self.row_of[seq] = row
@@ -213,7 +211,6 @@ class CrawledTable:
         """The row's account left the crawled state (it lives as an object
         again): keep the row for a later crawl, forget its links."""
         self.row_of[self.seq[row]] = -row - 2
-        self.live -= 1
         self.requests.pop(row, None)
         self.referer[row] = -1
         self.set_links(row, None)

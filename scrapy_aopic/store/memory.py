@@ -502,6 +502,7 @@ class MemoryStore(FrontierStore):
     def _freeze(self, acc: _Account) -> int:
         """Move the CRAWLED account ``acc`` from its object to a row."""
         table = self._table
+        referer = self._referer_seq(acc.request)  # before acc leaves the dict: it may name itself
         del self._accounts[acc.url]
         # A dict never shrinks when keys are deleted: once the crawled
         # accounts that left it outnumber twice those in it, copy it (O(n),
@@ -510,7 +511,7 @@ class MemoryStore(FrontierStore):
         if self._deleted > 2 * len(self._accounts) + 4096:
             self._accounts = dict(self._accounts)
             self._deleted = 0
-        row = table.add(acc.seq, acc.url, acc.host, acc.depth, acc.request, self._referer_seq(acc.request))
+        row = table.add(acc.seq, acc.url, acc.host, acc.depth, acc.request, referer)
         table.cash[row] = acc.cash
         if table.mark is not None:
             table.mark[row] = acc.mark
