@@ -54,16 +54,28 @@ def entry_seq(entry: int) -> int:
     return entry & 0xFFFFFFFFFFFFFFFF
 
 
+_WIDER = {"H": "I", "I": "Q", "h": "i", "i": "q"}
+
+
 def _append(table: object, name: str, value: int) -> None:
-    """Append to a 4-byte unsigned column, widening it to 8 bytes the first
-    time a value does not fit (4 billion accounts or bytes)."""
+    """Append to a narrow integer column, widening it the first time a
+    value does not fit (65,536 hosts, 4 billion accounts or bytes...)."""
     column = getattr(table, name)
     try:
         column.append(value)
     except OverflowError:
-        column = array("Q", column)
-        column.append(value)
-        setattr(table, name, column)
+        setattr(table, name, array(_WIDER[column.typecode], column))
+        _append(table, name, value)
+
+
+def _put(table: object, name: str, row: int, value: int) -> None:
+    """``column[row] = value``, widening the column as :func:`_append` does."""
+    column = getattr(table, name)
+    try:
+        column[row] = value
+    except OverflowError:
+        setattr(table, name, array(_WIDER[column.typecode], column))
+        _put(table, name, row, value)
 
 
 class CrawledTable:
@@ -77,7 +89,7 @@ class CrawledTable:
         # -- names, by seq
         self._prefixes: list[str] = []
         self._prefix_ids: dict[str, int] = {}
-        self._prefix_of = array("I")
+        self._prefix_of = array("H")  # widened past 65,536 hosts
         self._ends = array("I")  # end of each name in the arena
         self._arena = bytearray()
         self.row_of = array("i")  # seq -> row, NO_ROW, or -(row + 2): dead row
@@ -87,8 +99,8 @@ class CrawledTable:
         self.mark = array("d") if with_mark else None
         self.history = array("d")
         self.last_visit = array("d")
-        self.visits = array("I")
-        self.depth = array("i")
+        self.visits = array("H")  # 2 bytes each, widened when a value needs more
+        self.depth = array("h")
         self.host = array("I")
         self.hosts: list[str] = []
         self._host_ids: dict[str, int] = {}
@@ -126,7 +138,10 @@ class CrawledTable:
             self._prefixes.append(prefix)
         arena = self._arena
         arena += url[split:].encode("utf-8", "surrogatepass")
-        self._prefix_of.append(pid)
+        try:
+            self._prefix_of.append(pid)
+        except OverflowError:
+            _append(self, "_prefix_of", pid)
         try:
             ends.append(len(arena))
         except OverflowError:  # 4 GB of names: 8-byte offsets from now on
@@ -179,7 +194,7 @@ class CrawledTable:
         if old <= -2:
             row = -old - 2
             self.row_of[seq] = row
-            self.depth[row] = depth
+            _put(self, "depth", row, depth)
             self.host[row] = self._host_id(host)
             self._set_request(row, request, referer)
             return row
@@ -192,7 +207,7 @@ class CrawledTable:
         self.history.append(0.0)
         self.last_visit.append(_NONE)
         self.visits.append(0)
-        self.depth.append(depth)
+        _append(self, "depth", depth)
         self.host.append(self._host_id(host))
         self.referer.append(-1)
         if self.links_on:
@@ -245,6 +260,9 @@ class CrawledTable:
     def get_last_visit(self, row: int) -> float | None:
         value = self.last_visit[row]
         return None if value != value else value
+
+    def set_visits(self, row: int, visits: int) -> None:
+        _put(self, "visits", row, visits)
 
     def set_last_visit(self, row: int, value: float | None) -> None:
         self.last_visit[row] = _NONE if value is None else value

@@ -517,7 +517,7 @@ class MemoryStore(FrontierStore):
             table.mark[row] = acc.mark
         table.history[row] = acc.history
         table.set_last_visit(row, acc.last_visit)
-        table.visits[row] = acc.visits
+        table.set_visits(row, acc.visits)
         table.set_links(row, acc.links)
         return row
 

@@ -198,3 +198,16 @@ def test_snapshot_of_compacted_accounts_round_trips(targets, colliding):
         assert again.request_of(url) == store.request_of(url)
     assert again.peek_crawled() == store.peek_crawled()
     assert list(again.snapshot()[1]) == records
+
+
+def test_narrow_columns_widen_instead_of_failing():
+    table = CrawledTable(with_mark=False)
+    urls = [f"http://h{i}.test/{i}" for i in range(70_000)]  # more hosts than 2-byte ids
+    for seq, url in enumerate(urls):
+        table.add_name(seq, url)
+    row = table.add(69_999, urls[-1], "slot", 100_000, None)  # deeper than 2 bytes
+    table.set_visits(row, 70_000)
+    assert [table.url(seq) for seq in (0, 65_535, 65_536, 69_999)] == [urls[i] for i in (0, 65_535, 65_536, 69_999)]
+    assert (table.depth[row], table.visits[row]) == (100_000, 70_000)
+    other = table.add(3, urls[3], "slot", -40_000, None)
+    assert table.depth[other] == -40_000 and table.depth[row] == 100_000
