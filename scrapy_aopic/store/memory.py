@@ -1,7 +1,9 @@
 """The in-memory store: the books of one process, fast and compact.
 
 Selection structure. Each host has a heap of its pending URLs keyed by
-``(-key, seq)``; a second heap orders hosts by their best entry. Popping the
+``(-key, seq)``, each entry one int (:func:`~scrapy_aopic.store.compact.heap_entry`:
+about 44 bytes instead of a tuple and a float, about 88; the URL is read
+back from the seq); a second heap orders hosts by their best entry. Popping the
 richest URL of a host that can be fetched now skips only the hosts that are
 busy (at most the crawl's concurrency), so a request costs O(log n) whatever
 the number of hosts. Cash arriving for a pending URL pushes a fresh entry and
@@ -144,8 +146,8 @@ class _HostQueue:
     __slots__ = ("heap", "advertised")
 
     def __init__(self):
-        self.heap: list[tuple[float, int, str]] = []
-        self.advertised: tuple[float, int] | None = None
+        self.heap: list[int] = []  # heap_entry(key, seq)
+        self.advertised: int | None = None
 
 
 class MemoryStore(FrontierStore):
@@ -168,7 +170,7 @@ class MemoryStore(FrontierStore):
         self._by_cash = lambda_targets == "pending-cash"
         self._accounts: dict[str, _Account] = {}
         self._hosts: dict[str, _HostQueue] = {}
-        self._host_heap: list[tuple[float, int, str]] = []
+        self._host_heap: list[tuple[int, str]] = []  # (advertised entry, host)
         self._leases: dict[str, tuple[int, float]] = {}
         # Additive dividend, or the multiplicative scale with "pending-cash".
         self._dividend = 1.0 if self._by_cash else 0.0
@@ -243,31 +245,34 @@ class MemoryStore(FrontierStore):
         self._norm_partials = [total]
         self._norm_error = _ROUNDING * total
 
-    def _push(self, url: str, acc: _Account) -> None:
+    def _push(self, acc: _Account) -> None:
         # The key inline (not self._key): this runs for every credit.
-        entry = (-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash, acc.seq, url)
+        entry = heap_entry(-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash, acc.seq)
         hq = self._hosts.get(acc.host)
         if hq is None:
             hq = self._hosts[acc.host] = _HostQueue()
         heapq.heappush(hq.heap, entry)
         self._entries += 1
-        head = entry[:2]
-        if hq.advertised is None or head < hq.advertised:
-            hq.advertised = head
-            heapq.heappush(self._host_heap, (entry[0], entry[1], acc.host))
+        if hq.advertised is None or entry < hq.advertised:
+            hq.advertised = entry
+            heapq.heappush(self._host_heap, (entry, acc.host))
         if self._entries > 64 and self._entries > 3 * self._totals.pending:
             self._compact()
 
-    def _valid(self, entry: tuple[float, int, str]) -> bool:
-        acc = self._accounts.get(entry[2])
+    def _valid(self, entry: int) -> bool:
+        seq = entry_seq(entry)
+        acc = self._accounts.get(self._table.url(seq))
         return (
             acc is not None
             and acc.state == PENDING
-            and acc.seq == entry[1]
-            and (-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash) == entry[0]
+            and acc.seq == seq
+            and heap_entry(-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash, seq) == entry
         )
 
-    def _clean_top(self, hq: _HostQueue) -> tuple[float, int, str] | None:
+    def _url_of(self, entry: int) -> str:
+        return self._table.url(entry_seq(entry))
+
+    def _clean_top(self, hq: _HostQueue) -> int | None:
         heap = hq.heap
         while heap:
             if self._valid(heap[0]):
@@ -276,16 +281,16 @@ class MemoryStore(FrontierStore):
             self._entries -= 1
         return None
 
-    def _head(self) -> tuple[_HostQueue, tuple[float, int, str], str] | None:
+    def _head(self) -> tuple[_HostQueue, int, str] | None:
         """The host heap's first valid host, its queue and top entry.
 
         Repairs stale host entries on the way; does not pop the valid one.
         """
         host_heap = self._host_heap
         while host_heap:
-            neg, seq, host = host_heap[0]
+            advertised, host = host_heap[0]
             hq = self._hosts.get(host)
-            if hq is None or hq.advertised != (neg, seq):
+            if hq is None or hq.advertised != advertised:
                 heapq.heappop(host_heap)
                 continue
             top = self._clean_top(hq)
@@ -293,21 +298,21 @@ class MemoryStore(FrontierStore):
                 heapq.heappop(host_heap)
                 del self._hosts[host]
                 continue
-            if top[:2] != (neg, seq):
+            if top != advertised:
                 # The advertised entry went stale (taken, refused): re-advertise.
-                hq.advertised = top[:2]
-                heapq.heapreplace(host_heap, (top[0], top[1], host))
+                hq.advertised = top
+                heapq.heapreplace(host_heap, (top, host))
                 continue
             return hq, top, host
         return None
 
     def _compact(self) -> None:
         """Drop stale entries everywhere (amortised O(1) per push)."""
-        live: dict[str, list[tuple[float, int, str]]] = {}
+        live: dict[str, list[int]] = {}
         key = self._key
-        for url, acc in self._accounts.items():
+        for acc in self._accounts.values():
             if acc.state == PENDING:
-                live.setdefault(acc.host, []).append((key(acc), acc.seq, url))
+                live.setdefault(acc.host, []).append(heap_entry(key(acc), acc.seq))
         if self._by_cash:  # recount: no drift in the sum a payout divides by
             self._recount_norm()
         self._hosts = {}
@@ -317,8 +322,8 @@ class MemoryStore(FrontierStore):
             heapq.heapify(heap)
             hq = self._hosts[host] = _HostQueue()
             hq.heap = heap
-            hq.advertised = heap[0][:2]
-            self._host_heap.append((heap[0][0], heap[0][1], host))
+            hq.advertised = heap[0]
+            self._host_heap.append((heap[0], host))
             self._entries += len(heap)
         heapq.heapify(self._host_heap)
 
@@ -335,7 +340,7 @@ class MemoryStore(FrontierStore):
         self._totals.pending += 1
         if self._by_cash and cash:
             self._add_norm(cash / self._dividend, acc)
-        self._push(link.url, acc)
+        self._push(acc)
         return acc
 
     def _set_state(self, acc: _Account, state: int) -> None:
@@ -403,7 +408,7 @@ class MemoryStore(FrontierStore):
                         self._add_pending_cash(acc, amount)
                     else:
                         acc.cash += amount
-                    self._push(link.url, acc)
+                    self._push(acc)
                 else:
                     acc.cash += amount
                     if state == CRAWLED and acc.links is not None:
@@ -451,7 +456,7 @@ class MemoryStore(FrontierStore):
             acc.depth = link.depth
         if amount:
             if state == PENDING:
-                self._push(url, acc)
+                self._push(acc)
             elif state == CRAWLED and acc.links is not None:
                 self._push_rich(self._rich_key(acc), acc.seq)
 
@@ -474,7 +479,7 @@ class MemoryStore(FrontierStore):
         elif amount:
             if state == PENDING:
                 self._add_pending_cash(acc, amount)
-                self._push(acc.url, acc)
+                self._push(acc)
             else:
                 acc.cash += amount
                 if state == CRAWLED and acc.links is not None:
@@ -678,7 +683,8 @@ class MemoryStore(FrontierStore):
         if head is None:
             return None
         _, top, _ = head
-        return top[2], self._effective_cash(self._accounts[top[2]])
+        url = self._url_of(top)
+        return url, self._effective_cash(self._accounts[url])
 
     # -- snapshots (JOBDIR) -------------------------------------------------
 
@@ -826,13 +832,13 @@ class MemoryStore(FrontierStore):
         if link.request is not None:
             acc.request = link.request
         self._set_state(acc, PENDING)
-        self._push(url, acc)
+        self._push(acc)
         return True
 
     # -- selection ----------------------------------------------------------
 
     def pop(self, ready: Callable[[str], bool], min_share: float = 0.0) -> Lease | None:
-        skipped: list[tuple[float, int, str]] = []
+        skipped: list[tuple[int, str]] = []
         floor = None
         try:
             while True:
@@ -841,7 +847,7 @@ class MemoryStore(FrontierStore):
                     return None
                 hq, top, host = head
                 if min_share > 0:
-                    cash = self._effective_cash(self._accounts[top[2]])
+                    cash = self._effective_cash(self._accounts[self._url_of(top)])
                     if floor is None:
                         floor = cash * min_share  # the first head is the richest of all
                     elif cash < floor:
@@ -852,14 +858,14 @@ class MemoryStore(FrontierStore):
                 heapq.heappop(self._host_heap)
                 heapq.heappop(hq.heap)
                 self._entries -= 1
-                url = top[2]
+                url = self._url_of(top)
                 lease = self._open_lease(url, self._accounts[url])
                 nxt = self._clean_top(hq)
                 if nxt is None:
                     del self._hosts[host]
                 else:
-                    hq.advertised = nxt[:2]
-                    heapq.heappush(self._host_heap, (nxt[0], nxt[1], host))
+                    hq.advertised = nxt
+                    heapq.heappush(self._host_heap, (nxt, host))
                 return lease
         finally:
             for entry in skipped:
@@ -988,7 +994,7 @@ class MemoryStore(FrontierStore):
         acc, cash = closed
         self._set_state(acc, PENDING)
         self._add_pending_cash(acc, cash)
-        self._push(url, acc)
+        self._push(acc)
         return True
 
     def open_leases(self) -> list[tuple[str, int]]:
