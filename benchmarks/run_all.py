@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "simhash": ("bench_simhash.py", [], ["--quick"]),
     "corpus": ("bench_visibletext_corpus.py", [], ["--pages", "40"]),
     "pending-memory": ("bench_pending_memory.py", ["--urls", "1000000"], ["--urls", "100000"]),
+    "crawled-memory": ("bench_crawled_memory.py", ["--pages", "100000", "1000000"], ["--pages", "20000"]),
     "ordering": ("bench_ordering.py", [], ["--quick"]),
     "redis": ("bench_redis.py", [], ["--runs", "1"]),
     "recrawl": ("bench_recrawl.py", [], ["--no-sweep", "--no-sensitivity"]),
