@@ -211,3 +211,18 @@ def test_narrow_columns_widen_instead_of_failing():
     assert (table.depth[row], table.visits[row]) == (100_000, 70_000)
     other = table.add(3, urls[3], "slot", -40_000, None)
     assert table.depth[other] == -40_000 and table.depth[row] == 100_000
+
+
+def test_links_of_recrawled_rows_are_packed_without_loss():
+    table = CrawledTable(with_mark=False)
+    for seq in range(50):
+        table.add_name(seq, f"http://h.test/{seq}")
+        table.add(seq, f"http://h.test/{seq}", "h", 0, None)
+    for round_ in range(150):  # each round rewrites every row's links: garbage piles up, then is packed
+        for row in range(50):
+            table.set_links(row, [(row + round_ + k) % 50 for k in range(row % 7)] if row % 5 else None)
+    live = sum(row % 7 for row in range(50) if row % 5)
+    assert len(table.link_pool) < 2 * (1024 + live) < 150 * live  # packed, not 150 rounds' worth
+    for row in range(50):
+        expected = [(row + 149 + k) % 50 for k in range(row % 7)] if row % 5 else None
+        assert (None if table.links(row) is None else list(table.links(row))) == expected
