@@ -35,6 +35,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "corpus": ("bench_visibletext_corpus.py", [], ["--pages", "40"]),
     "version-pairs": ("bench_version_pairs.py", [], ["--quick"]),
     "pending-memory": ("bench_pending_memory.py", ["--urls", "1000000"], ["--urls", "100000"]),
+    "crawled-memory": ("bench_crawled_memory.py", ["--pages", "100000", "1000000"], ["--pages", "20000"]),
     "ordering": ("bench_ordering.py", [], ["--quick"]),
     "redis": ("bench_redis.py", [], ["--runs", "1"]),
     "redis-cluster": ("bench_redis_cluster.py", ["--cycles", "4000", "--rounds", "8"],

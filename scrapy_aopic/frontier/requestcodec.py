@@ -29,7 +29,7 @@ from scrapy import FormRequest, Request, Spider
 from scrapy.http import JsonRequest, XmlRpcRequest
 
 from ..meta import DOWNLOAD_SLOT
-from ..store.base import REFERER_KEY, UnreadableData
+from ..store.base import REFERER_KEY, Referred, UnreadableData
 
 
 #: meta keys the frontier itself sets or that Scrapy recomputes per fetch.
@@ -59,13 +59,6 @@ class UnserializableRequest(ValueError):
 
 class UndecodableRequest(ValueError):
     """Stored request data that cannot be turned back into the request."""
-
-
-class Referred(NamedTuple):
-    """A plain link whose only header is ``Referer`` (in-memory form)."""
-
-    url: str | None  #: as the site spelled it; ``None``: the account's URL
-    referer: bytes
 
 
 

@@ -44,6 +44,16 @@ MAX_ALIAS_HOPS = 8
 #: JSON-able ``dict`` (see :mod:`scrapy_aopic.frontier.requestcodec`), or, in memory,
 #: any object the caller gave.
 RequestData = Any
+class Referred(NamedTuple):
+    """A plain link whose only header is ``Referer`` (in-memory form; see
+    :mod:`scrapy_aopic.frontier.requestcodec`). Defined here so that the
+    memory store can keep the Referer of a crawled account as the account
+    of the page it names (4 bytes) instead of these bytes."""
+
+    url: str | None  #: as the site spelled it; ``None``: the account's URL
+    referer: bytes
+
+
 #: The key that marks the portable (JSON) form of a Referer-only link's
 #: request data (see :mod:`scrapy_aopic.frontier.requestcodec`), which a shared store
 #: must accept when it checks what it reads back.

@@ -1,7 +1,9 @@
 """The in-memory store: the books of one process, fast and compact.
 
 Selection structure. Each host has a heap of its pending URLs keyed by
-``(-key, seq)``; a second heap orders hosts by their best entry. Popping the
+``(-key, seq)``, each entry one int (:func:`~scrapy_aopic.store.compact.heap_entry`:
+about 44 bytes instead of a tuple and a float, about 88; the URL is read
+back from the seq); a second heap orders hosts by their best entry. Popping the
 richest URL of a host that can be fetched now skips only the hosts that are
 busy (at most the crawl's concurrency), so a request costs O(log n) whatever
 the number of hosts. Cash arriving for a pending URL pushes a fresh entry and
@@ -31,14 +33,22 @@ recounted (O(n), rare) before a payout, so the books stay balanced to
 1e-13 of each payout. ``scale`` is brought back to 1 (an O(n) pass) when it
 passes 1e12.
 
-Link memory. Each account remembers (``links``) the accounts its last visit
-credited: references to account objects, not URL strings, so a remembered
-link costs one pointer (8 bytes) plus the tuple's header per crawled page.
-A third lazy heap orders the CRAWLED accounts whose links are remembered by
-cash, for virtual revisits (:meth:`MemoryStore.revisit`). Its key is
-``mark - cash`` when crawled accounts share lambda payouts (``"all"``: the
-key, like a pending key, does not change when lambda pays out) and
-``-cash`` otherwise (crawled accounts then hold plain cash).
+Crawled accounts. An account is a Python object (``_Account``) while it is
+pending, leased, failed, refused or an alias; once its page is crawled it
+moves to a row of flat columns (:class:`~scrapy_aopic.store.compact.CrawledTable`:
+about 100 bytes instead of about 390), found by URL exactly, and comes back
+as an object if it is re-pended or refused. Every account's URL is also kept
+there by sequence number (``seq``), compactly.
+
+Link memory. Each crawled account remembers the accounts its last visit
+credited, as their ``seq`` (4 bytes a link, whatever state the target moves
+to). A third lazy heap orders the CRAWLED accounts whose links are
+remembered by cash, for virtual revisits (:meth:`MemoryStore.revisit`); an
+entry is one int packing ``(key, seq)``
+(:func:`~scrapy_aopic.store.compact.heap_entry`). Its key is ``mark - cash``
+when crawled accounts share lambda payouts (``"all"``: the key, like a
+pending key, does not change when lambda pays out) and ``-cash`` otherwise
+(crawled accounts then hold plain cash).
 """
 
 from __future__ import annotations
@@ -61,9 +71,11 @@ from .base import (
     FrontierStore,
     Lease,
     Link,
+    Referred,
     Totals,
     lambda_split,
 )
+from .compact import CrawledTable, entry_seq, heap_entry
 
 _ALL_TARGET_STATES = (PENDING, LEASED, CRAWLED)
 #: Values of ``AOPIC_LAMBDA_TARGETS``.
@@ -124,8 +136,8 @@ class _Account:
         self.state = PENDING
         self.host = host
         self.request = request
-        self.url = url  # the dict key itself: remembered links point here
-        self.links = None  # accounts credited by the last visit (link memory)
+        self.url = url  # the dict key itself: heap entries point here
+        self.links = None  # seqs credited by the last visit (link memory), if re-pended
 
 
 class _HostQueue:
@@ -134,8 +146,8 @@ class _HostQueue:
     __slots__ = ("heap", "advertised")
 
     def __init__(self):
-        self.heap: list[tuple[float, int, str]] = []
-        self.advertised: tuple[float, int] | None = None
+        self.heap: list[int] = []  # heap_entry(key, seq)
+        self.advertised: int | None = None
 
 
 class MemoryStore(FrontierStore):
@@ -158,7 +170,7 @@ class MemoryStore(FrontierStore):
         self._by_cash = lambda_targets == "pending-cash"
         self._accounts: dict[str, _Account] = {}
         self._hosts: dict[str, _HostQueue] = {}
-        self._host_heap: list[tuple[float, int, str]] = []
+        self._host_heap: list[tuple[int, str]] = []  # (advertised entry, host)
         self._leases: dict[str, tuple[int, float]] = {}
         # Additive dividend, or the multiplicative scale with "pending-cash".
         self._dividend = 1.0 if self._by_cash else 0.0
@@ -172,8 +184,14 @@ class MemoryStore(FrontierStore):
         self._totals = Totals()
         self._crawled = 0
         self._keep_links = link_memory
-        # (key, seq, url) of CRAWLED accounts with remembered links; lazy.
-        self._rich: list[tuple[float, int, str]] = []
+        # heap_entry(key, seq) of CRAWLED accounts with remembered links; lazy.
+        self._rich: list[int] = []
+        # Every account's URL by seq, and CRAWLED accounts' books.
+        self._table = CrawledTable(self._all_targets)
+        self._deleted = 0  # keys deleted from _accounts since it was copied
+        self._peeked: tuple[str, int] | None = None  # (url, row) peek_crawled returned
+        if not link_memory:
+            self._table.forget_links()
 
     # -- helpers ------------------------------------------------------------
 
@@ -227,31 +245,34 @@ class MemoryStore(FrontierStore):
         self._norm_partials = [total]
         self._norm_error = _ROUNDING * total
 
-    def _push(self, url: str, acc: _Account) -> None:
+    def _push(self, acc: _Account) -> None:
         # The key inline (not self._key): this runs for every credit.
-        entry = (-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash, acc.seq, url)
+        entry = heap_entry(-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash, acc.seq)
         hq = self._hosts.get(acc.host)
         if hq is None:
             hq = self._hosts[acc.host] = _HostQueue()
         heapq.heappush(hq.heap, entry)
         self._entries += 1
-        head = entry[:2]
-        if hq.advertised is None or head < hq.advertised:
-            hq.advertised = head
-            heapq.heappush(self._host_heap, (entry[0], entry[1], acc.host))
+        if hq.advertised is None or entry < hq.advertised:
+            hq.advertised = entry
+            heapq.heappush(self._host_heap, (entry, acc.host))
         if self._entries > 64 and self._entries > 3 * self._totals.pending:
             self._compact()
 
-    def _valid(self, entry: tuple[float, int, str]) -> bool:
-        acc = self._accounts.get(entry[2])
+    def _valid(self, entry: int) -> bool:
+        seq = entry_seq(entry)
+        acc = self._accounts.get(self._table.url(seq))
         return (
             acc is not None
             and acc.state == PENDING
-            and acc.seq == entry[1]
-            and (-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash) == entry[0]
+            and acc.seq == seq
+            and heap_entry(-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash, seq) == entry
         )
 
-    def _clean_top(self, hq: _HostQueue) -> tuple[float, int, str] | None:
+    def _url_of(self, entry: int) -> str:
+        return self._table.url(entry_seq(entry))
+
+    def _clean_top(self, hq: _HostQueue) -> int | None:
         heap = hq.heap
         while heap:
             if self._valid(heap[0]):
@@ -260,16 +281,16 @@ class MemoryStore(FrontierStore):
             self._entries -= 1
         return None
 
-    def _head(self) -> tuple[_HostQueue, tuple[float, int, str], str] | None:
+    def _head(self) -> tuple[_HostQueue, int, str] | None:
         """The host heap's first valid host, its queue and top entry.
 
         Repairs stale host entries on the way; does not pop the valid one.
         """
         host_heap = self._host_heap
         while host_heap:
-            neg, seq, host = host_heap[0]
+            advertised, host = host_heap[0]
             hq = self._hosts.get(host)
-            if hq is None or hq.advertised != (neg, seq):
+            if hq is None or hq.advertised != advertised:
                 heapq.heappop(host_heap)
                 continue
             top = self._clean_top(hq)
@@ -277,21 +298,21 @@ class MemoryStore(FrontierStore):
                 heapq.heappop(host_heap)
                 del self._hosts[host]
                 continue
-            if top[:2] != (neg, seq):
+            if top != advertised:
                 # The advertised entry went stale (taken, refused): re-advertise.
-                hq.advertised = top[:2]
-                heapq.heapreplace(host_heap, (top[0], top[1], host))
+                hq.advertised = top
+                heapq.heapreplace(host_heap, (top, host))
                 continue
             return hq, top, host
         return None
 
     def _compact(self) -> None:
         """Drop stale entries everywhere (amortised O(1) per push)."""
-        live: dict[str, list[tuple[float, int, str]]] = {}
+        live: dict[str, list[int]] = {}
         key = self._key
-        for url, acc in self._accounts.items():
+        for acc in self._accounts.values():
             if acc.state == PENDING:
-                live.setdefault(acc.host, []).append((key(acc), acc.seq, url))
+                live.setdefault(acc.host, []).append(heap_entry(key(acc), acc.seq))
         if self._by_cash:  # recount: no drift in the sum a payout divides by
             self._recount_norm()
         self._hosts = {}
@@ -301,8 +322,8 @@ class MemoryStore(FrontierStore):
             heapq.heapify(heap)
             hq = self._hosts[host] = _HostQueue()
             hq.heap = heap
-            hq.advertised = heap[0][:2]
-            self._host_heap.append((heap[0][0], heap[0][1], host))
+            hq.advertised = heap[0]
+            self._host_heap.append((heap[0], host))
             self._entries += len(heap)
         heapq.heapify(self._host_heap)
 
@@ -314,11 +335,12 @@ class MemoryStore(FrontierStore):
         )
         self._next_seq += 1
         self._accounts[link.url] = acc
+        self._table.add_name(acc.seq, link.url)
         self._totals.known += 1
         self._totals.pending += 1
         if self._by_cash and cash:
             self._add_norm(cash / self._dividend, acc)
-        self._push(link.url, acc)
+        self._push(acc)
         return acc
 
     def _set_state(self, acc: _Account, state: int) -> None:
@@ -363,12 +385,16 @@ class MemoryStore(FrontierStore):
             hops += 1
         return url, acc, True
 
-    def _credit(self, link: Link, amount: float) -> _Account | None:
+    def _credit(self, link: Link, amount: float) -> int:
         """Credit ``amount`` to ``link``'s account (following aliases);
-        returns the account of ``link.url`` itself (the one to remember)."""
+        returns the seq of ``link.url``'s account itself (the one to remember)."""
         acc = self._accounts.get(link.url)
         if acc is None:
-            return self._new_account(link, amount)
+            row = self._table.find(link.url)
+            if row is None:
+                return self._new_account(link, amount).seq
+            self._credit_row(row, amount, link.depth)
+            return self._table.seq[row]
         state = acc.state
         if state == ALIAS:
             self._credit_resolved(link, amount)
@@ -382,14 +408,25 @@ class MemoryStore(FrontierStore):
                         self._add_pending_cash(acc, amount)
                     else:
                         acc.cash += amount
-                    self._push(link.url, acc)
+                    self._push(acc)
                 else:
                     acc.cash += amount
                     if state == CRAWLED and acc.links is not None:
-                        self._push_rich(acc)
+                        self._push_rich(self._rich_key(acc), acc.seq)
             if link.depth < acc.depth:
                 acc.depth = link.depth
-        return acc
+        return acc.seq
+
+    def _credit_row(self, row: int, amount: float, depth: int) -> None:
+        """Credit the crawled account of ``row`` (crawled accounts do not
+        settle on a credit: their key moves with their cash alone)."""
+        table = self._table
+        if amount:
+            table.cash[row] += amount
+            if self._keep_links and table.link_count[row] >= 0:
+                self._push_rich(self._row_rich_key(row), table.seq[row])
+        if depth < table.depth[row]:
+            table.depth[row] = depth
 
     def _credit_resolved(self, link: Link, amount: float) -> None:
         url, acc, ok = self._resolve(link.url)
@@ -397,6 +434,10 @@ class MemoryStore(FrontierStore):
             self._totals.lambda_cash += amount
             return
         if acc is None:
+            row = self._table.find(url)
+            if row is not None:
+                self._credit_row(row, amount, link.depth)
+                return
             if url != link.url:  # an alias whose target vanished: cannot happen
                 self._totals.lambda_cash += amount
                 return
@@ -415,12 +456,21 @@ class MemoryStore(FrontierStore):
             acc.depth = link.depth
         if amount:
             if state == PENDING:
-                self._push(url, acc)
+                self._push(acc)
             elif state == CRAWLED and acc.links is not None:
-                self._push_rich(acc)
+                self._push_rich(self._rich_key(acc), acc.seq)
 
-    def _credit_account(self, acc: _Account, amount: float) -> None:
+    def _credit_seq(self, seq: int, amount: float) -> None:
         """Credit a remembered account (a virtual revisit's link)."""
+        table = self._table
+        row = table.row_of[seq]
+        if row >= 0:
+            if amount:
+                table.cash[row] += amount
+                if self._keep_links and table.link_count[row] >= 0:
+                    self._push_rich(self._row_rich_key(row), seq)
+            return
+        acc = self._accounts[table.url(seq)]
         state = acc.state
         if state == ALIAS:
             self._credit_resolved(Link(acc.url, acc.host, acc.depth), amount)
@@ -429,30 +479,134 @@ class MemoryStore(FrontierStore):
         elif amount:
             if state == PENDING:
                 self._add_pending_cash(acc, amount)
-                self._push(acc.url, acc)
+                self._push(acc)
             else:
                 acc.cash += amount
                 if state == CRAWLED and acc.links is not None:
-                    self._push_rich(acc)
+                    self._push_rich(self._rich_key(acc), acc.seq)
+
+    # -- crawled rows -------------------------------------------------------------
+
+    def _row_rich_key(self, row: int) -> float:
+        table = self._table
+        return table.mark[row] - table.cash[row] if self._all_targets else -table.cash[row]
+
+    def _row_cash(self, row: int) -> float:
+        """Effective cash of a crawled row (dividends owed included)."""
+        table = self._table
+        if self._all_targets:
+            return table.cash[row] + (self._dividend - table.mark[row])
+        return table.cash[row]
+
+    def _settle_row(self, row: int) -> None:
+        table = self._table
+        if self._all_targets and table.mark[row] != self._dividend:
+            table.cash[row] += self._dividend - table.mark[row]
+            table.mark[row] = self._dividend
+
+    def _freeze(self, acc: _Account) -> int:
+        """Move the CRAWLED account ``acc`` from its object to a row."""
+        table = self._table
+        referer = self._referer_seq(acc.request)  # before acc leaves the dict: it may name itself
+        del self._accounts[acc.url]
+        # A dict never shrinks when keys are deleted: once the crawled
+        # accounts that left it outnumber twice those in it, copy it (O(n),
+        # amortised O(1) per crawled page).
+        self._deleted += 1
+        if self._deleted > 2 * len(self._accounts) + 4096:
+            self._accounts = dict(self._accounts)
+            self._deleted = 0
+        row = table.add(acc.seq, acc.url, acc.host, acc.depth, acc.request, referer)
+        table.cash[row] = acc.cash
+        if table.mark is not None:
+            table.mark[row] = acc.mark
+        table.history[row] = acc.history
+        table.set_last_visit(row, acc.last_visit)
+        table.set_visits(row, acc.visits)
+        table.set_links(row, acc.links)
+        return row
+
+    def _referer_seq(self, request: object) -> int:
+        """The seq of the account whose URL is the Referer of a
+        ``Referred(None, referer)`` request, or -1 (kept as it is)."""
+        if type(request) is not Referred or request.url is not None:
+            return -1
+        name = request.referer.decode("latin-1")  # one str per byte string, and back
+        acc = self._accounts.get(name)
+        if acc is not None:
+            return acc.seq
+        row = self._table.find(name)
+        return -1 if row is None else self._table.seq[row]
+
+    def _thaw(self, row: int) -> _Account:
+        """The crawled account of ``row`` as an object again (re-pended,
+        refused), still CRAWLED; its row is kept for a later crawl."""
+        table = self._table
+        seq = table.seq[row]
+        url = table.url(seq)
+        mark = table.mark[row] if table.mark is not None else self._dividend
+        acc = _Account(
+            table.cash[row], mark, table.depth[row], seq, table.hosts[table.host[row]], table.request(row), url
+        )
+        acc.history = table.history[row]
+        acc.last_visit = table.get_last_visit(row)
+        acc.visits = table.visits[row]
+        acc.state = CRAWLED
+        acc.links = table.links(row)
+        table.kill(row)
+        self._accounts[url] = acc
+        return acc
+
+    def _row_view(self, row: int) -> AccountView:
+        table = self._table
+        return AccountView(
+            table.url(table.seq[row]),
+            CRAWLED,
+            self._row_cash(row),
+            table.history[row],
+            0.0,
+            table.visits[row],
+            table.get_last_visit(row),
+            table.depth[row],
+            table.hosts[table.host[row]],
+            None,
+        )
+
+    def _link_of(self, seq: int) -> Link:
+        table = self._table
+        row = table.row_of[seq]
+        if row >= 0:
+            return Link(table.url(seq), table.hosts[table.host[row]], table.depth[row])
+        acc = self._accounts[table.url(seq)]
+        return Link(acc.url, acc.host, acc.depth)
+
+    def request_of(self, url: str) -> object:
+        """The stored request data of ``url``, if any."""
+        acc = self._accounts.get(url)
+        if acc is not None:
+            return acc.request
+        row = self._table.find(url)
+        return None if row is None else self._table.request(row)
 
     # -- link memory helpers ----------------------------------------------------
 
     def _rich_key(self, acc: _Account) -> float:
         return acc.mark - acc.cash if self._all_targets else -acc.cash
 
-    def _push_rich(self, acc: _Account) -> None:
+    def _push_rich(self, key: float, seq: int) -> None:
         rich = self._rich
-        heapq.heappush(rich, (self._rich_key(acc), acc.seq, acc.url))
+        heapq.heappush(rich, heap_entry(key, seq))
         if len(rich) > 64 and len(rich) > 3 * self._crawled:
             self._rebuild_rich()
 
     def _rebuild_rich(self) -> None:
         """One entry per crawled account that can be revisited."""
         everyone = self._all_targets  # "all": payouts may raise a 0-cash account
+        table = self._table
         self._rich = [
-            (self._rich_key(acc), acc.seq, url)
-            for url, acc in self._accounts.items()
-            if acc.state == CRAWLED and acc.links is not None and (everyone or acc.cash > 0)
+            heap_entry(self._row_rich_key(row), table.seq[row])
+            for row in table.rows()
+            if table.links_on and table.link_count[row] >= 0 and (everyone or table.cash[row] > 0)
         ]
         heapq.heapify(self._rich)
 
@@ -509,21 +663,28 @@ class MemoryStore(FrontierStore):
 
     def get(self, url: str) -> AccountView | None:
         acc = self._accounts.get(url)
-        return None if acc is None else self._view(url, acc)
+        if acc is not None:
+            return self._view(url, acc)
+        row = self._table.find(url)
+        return None if row is None else self._row_view(row)
 
     def knows(self, url: str) -> bool:
-        return url in self._accounts
+        # A dead row's account is an object again: found in the dict first.
+        return url in self._accounts or self._table.find(url) is not None
 
     def iter_accounts(self) -> Iterator[AccountView]:
         for url, acc in self._accounts.items():
             yield self._view(url, acc)
+        for row in self._table.rows():
+            yield self._row_view(row)
 
     def peek(self) -> tuple[str, float] | None:
         head = self._head()
         if head is None:
             return None
         _, top, _ = head
-        return top[2], self._effective_cash(self._accounts[top[2]])
+        url = self._url_of(top)
+        return url, self._effective_cash(self._accounts[url])
 
     # -- snapshots (JOBDIR) -------------------------------------------------
 
@@ -550,6 +711,8 @@ class MemoryStore(FrontierStore):
             "next_lease": self._next_lease,
         }
 
+        table = self._table
+
         def records() -> Iterator[list]:
             for url, acc in self._accounts.items():
                 state = acc.state
@@ -568,7 +731,23 @@ class MemoryStore(FrontierStore):
                     acc.seq,
                     acc.host,
                     acc.request,
-                    None if acc.links is None else [a.url for a in acc.links],
+                    None if acc.links is None else [table.url(seq) for seq in acc.links],
+                ]
+            for row in table.rows():
+                seq = table.seq[row]
+                links = table.links(row)
+                yield [
+                    table.url(seq),
+                    CRAWLED,
+                    self._row_cash(row),
+                    table.history[row],
+                    table.get_last_visit(row),
+                    table.visits[row],
+                    table.depth[row],
+                    seq,
+                    table.hosts[table.host[row]],
+                    table.request(row),
+                    None if links is None else [table.url(s) for s in links],
                 ]
 
         return header, records()
@@ -606,8 +785,15 @@ class MemoryStore(FrontierStore):
             elif acc.state == LEASED:
                 raise ValueError(f"snapshot holds a leased account: {url}")
         accounts = store._accounts
+        table = store._table
+        for acc in sorted(accounts.values(), key=lambda a: a.seq):
+            if acc.seq < len(table.row_of):
+                raise ValueError(f"snapshot holds seq {acc.seq} twice: {acc.url}")
+            table.add_name(acc.seq, acc.url)
         for acc, links in remembered:
-            acc.links = tuple(accounts[u] for u in links if u in accounts)
+            acc.links = tuple(accounts[u].seq for u in links if u in accounts)
+        for acc in [acc for acc in accounts.values() if acc.state == CRAWLED]:
+            store._freeze(acc)
         store._compact()
         store._rebuild_rich()
         return store
@@ -615,7 +801,7 @@ class MemoryStore(FrontierStore):
     # -- cash in ------------------------------------------------------------
 
     def inject(self, link: Link, cash: float) -> bool:
-        if link.url in self._accounts:
+        if self.knows(link.url):
             return False
         self._totals.injected += cash
         self._new_account(link, cash)
@@ -624,6 +810,11 @@ class MemoryStore(FrontierStore):
     def register(self, link: Link) -> int | None:
         url, acc, _ = self._resolve(link.url)
         if acc is None:
+            row = self._table.find(url)
+            if row is not None:
+                if link.depth < self._table.depth[row]:
+                    self._table.depth[row] = link.depth
+                return CRAWLED
             self._new_account(link, 0.0)
             return None
         if link.depth < acc.depth:
@@ -632,18 +823,22 @@ class MemoryStore(FrontierStore):
 
     def repend(self, link: Link) -> bool:
         url, acc, ok = self._resolve(link.url)
+        if ok and acc is None:
+            row = self._table.find(url)
+            if row is not None:
+                acc = self._thaw(row)
         if not ok or acc is None or acc.state not in (CRAWLED, FAILED):
             return False
         if link.request is not None:
             acc.request = link.request
         self._set_state(acc, PENDING)
-        self._push(url, acc)
+        self._push(acc)
         return True
 
     # -- selection ----------------------------------------------------------
 
     def pop(self, ready: Callable[[str], bool], min_share: float = 0.0) -> Lease | None:
-        skipped: list[tuple[float, int, str]] = []
+        skipped: list[tuple[int, str]] = []
         floor = None
         try:
             while True:
@@ -652,7 +847,7 @@ class MemoryStore(FrontierStore):
                     return None
                 hq, top, host = head
                 if min_share > 0:
-                    cash = self._effective_cash(self._accounts[top[2]])
+                    cash = self._effective_cash(self._accounts[self._url_of(top)])
                     if floor is None:
                         floor = cash * min_share  # the first head is the richest of all
                     elif cash < floor:
@@ -663,14 +858,14 @@ class MemoryStore(FrontierStore):
                 heapq.heappop(self._host_heap)
                 heapq.heappop(hq.heap)
                 self._entries -= 1
-                url = top[2]
+                url = self._url_of(top)
                 lease = self._open_lease(url, self._accounts[url])
                 nxt = self._clean_top(hq)
                 if nxt is None:
                     del self._hosts[host]
                 else:
-                    hq.advertised = nxt[:2]
-                    heapq.heappush(self._host_heap, (nxt[0], nxt[1], host))
+                    hq.advertised = nxt
+                    heapq.heappush(self._host_heap, (nxt, host))
                 return lease
         finally:
             for entry in skipped:
@@ -752,14 +947,15 @@ class MemoryStore(FrontierStore):
             for link, amount in credits:
                 paid += amount
                 append(credit(link, amount))
-            acc.links = tuple(remembered)
+            acc.links = remembered
         else:
             for link, amount in credits:
                 paid += amount
                 credit(link, amount)
         self._totals.lambda_cash += cash - paid
+        row = self._freeze(acc)
         if acc.links is not None and (self._all_targets or acc.cash > 0):
-            self._push_rich(acc)
+            self._push_rich(self._row_rich_key(row), acc.seq)
         return True
 
     def settle_failure(self, url: str, lease_id: int, *, refuse: bool = False) -> bool:
@@ -798,7 +994,7 @@ class MemoryStore(FrontierStore):
         acc, cash = closed
         self._set_state(acc, PENDING)
         self._add_pending_cash(acc, cash)
-        self._push(url, acc)
+        self._push(acc)
         return True
 
     def open_leases(self) -> list[tuple[str, int]]:
@@ -808,55 +1004,80 @@ class MemoryStore(FrontierStore):
 
     def remembered_links(self, url: str) -> list[Link] | None:
         acc = self._accounts.get(url)
-        if acc is None or acc.links is None:
+        if acc is not None:
+            seqs = acc.links
+        else:
+            row = self._table.find(url)
+            seqs = None if row is None else self._table.links(row)
+        if seqs is None:
             return None
-        return [Link(a.url, a.host, a.depth) for a in acc.links]
+        return [self._link_of(seq) for seq in seqs]
 
     def keep_links(self, enabled: bool) -> None:
         if not enabled and self._keep_links:
             for acc in self._accounts.values():
                 acc.links = None
+            self._table.forget_links()
             self._rich = []
+        elif enabled:
+            self._table.remember_links()
         self._keep_links = bool(enabled)
 
     def peek_crawled(self) -> tuple[str, float] | None:
-        rich, accounts = self._rich, self._accounts
+        rich, table = self._rich, self._table
         while rich:
-            key, seq, url = rich[0]
-            acc = accounts[url]
-            if acc.state == CRAWLED and acc.links is not None and self._rich_key(acc) == key:
-                return url, self._effective_cash(acc)
+            entry = rich[0]
+            seq = entry_seq(entry)
+            row = table.row_of[seq]
+            if row >= 0 and table.links_on and table.link_count[row] >= 0 and heap_entry(self._row_rich_key(row), seq) == entry:
+                url = table.url(seq)
+                self._peeked = (url, row)  # the engine revisits it next: no lookup then
+                return url, self._row_cash(row)
             heapq.heappop(rich)  # stale: revisited, credited again, re-pended...
         return None
 
     def revisit(self, url: str, lambda_tax: float | None) -> tuple[float, float, int] | None:
-        acc = self._accounts.get(url)
-        if acc is None or acc.state != CRAWLED or acc.links is None:
+        table = self._table
+        peeked = self._peeked
+        if peeked is not None and peeked[0] is url and table.row_of[table.seq[peeked[1]]] == peeked[1]:
+            row = peeked[1]
+        elif url in self._accounts:  # an object: not a crawled account
             return None
-        self._settle(acc)
-        cash = acc.cash
-        acc.cash = 0.0
-        links = acc.links
+        else:
+            row = table.find(url)
+            if row is None:
+                return None
+        links = table.links(row)
+        if links is None:
+            return None
+        self._settle_row(row)
+        cash = table.cash[row]
+        table.cash[row] = 0.0
         _, share = lambda_split(cash, len(links), lambda_tax)
         t = self._totals
         # Plain OPIC: the cash passed on joins the history (no window here).
-        acc.history += cash
+        table.history[row] += cash
         t.history_sum += cash
         t.virtual_visits += 1
         paid = 0.0
-        credit = self._credit_account
+        credit = self._credit_seq
         for linked in links:
             paid += share
             credit(linked, share)
         t.lambda_cash += cash - paid
-        if self._all_targets or acc.cash > 0:
-            self._push_rich(acc)  # it keeps earning lambda dividends
+        if self._all_targets or table.cash[row] > 0:
+            # it keeps earning lambda dividends
+            self._push_rich(self._row_rich_key(row), table.seq[row])
         return cash, share, len(links)
 
     def refuse(self, url: str, host: str, depth: int) -> None:
         acc = self._accounts.get(url)
         if acc is None:
-            acc = self._new_account(Link(url, host, depth), 0.0)
+            row = self._table.find(url)
+            if row is not None:
+                acc = self._thaw(row)
+            else:
+                acc = self._new_account(Link(url, host, depth), 0.0)
         if acc.state in (PENDING, CRAWLED, FAILED):
             self._set_state(acc, REFUSED)
             self._totals.lambda_cash += acc.cash

@@ -153,8 +153,8 @@ def drive_both(memory: MemoryStore, shared: RedisStore, seed: int, steps: int) -
     assert sorted(memory.iter_accounts()) == sorted(shared.iter_accounts())
     assert_queues_consistent(shared)
     for u in urls:
-        if u in memory._accounts and memory.get(u).state != ALIAS:
-            assert memory._accounts[u].request == shared.request_of(u)
+        if memory.knows(u) and memory.get(u).state != ALIAS:
+            assert memory.request_of(u) == shared.request_of(u)
 
 
 @pytest.mark.parametrize("targets", ["pending", "all"])

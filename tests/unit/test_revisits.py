@@ -38,11 +38,9 @@ def memory_of(store):
 
 def remembered(store):
     """``{url: [linked urls]}`` of every account with remembered links."""
-    return {
-        url: [a.url for a in acc.links]
-        for url, acc in memory_of(store)._accounts.items()
-        if acc.links is not None
-    }
+    memory = memory_of(store)
+    links = {view.url: memory.remembered_links(view.url) for view in memory.iter_accounts()}
+    return {url: [link.url for link in found] for url, found in links.items() if found is not None}
 
 
 def hub_crawl(engine):
@@ -154,9 +152,9 @@ def test_all_targets_crawled_pages_earn_dividends_and_stay_ordered(make_store, c
 def brute_richest_crawled(store):
     memory = memory_of(store)
     cash = [
-        memory.get(url).cash
-        for url, acc in memory._accounts.items()
-        if acc.state == CRAWLED and acc.links is not None
+        view.cash
+        for view in memory.iter_accounts()
+        if view.state == CRAWLED and memory.remembered_links(view.url) is not None
     ]
     return max(cash) if cash else None
 

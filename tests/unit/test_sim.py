@@ -461,8 +461,8 @@ def test_lambda_payout_to_traps_is_measured_exactly(targets):
     states = (PENDING, LEASED, CRAWLED) if targets == "all" else (PENDING,)
 
     def trap_cash(store):
-        return sum(store._effective_cash(acc) for url, acc in store._accounts.items()
-                   if trap[int(url)] and acc.state in states)
+        return sum(view.cash for view in store.iter_accounts()
+                   if trap[int(view.url)] and view.state in states)
 
     original_start = policy.start
 

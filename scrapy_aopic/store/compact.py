@@ -1,0 +1,333 @@
+"""Flat tables behind the memory store: names of every account and the
+books of crawled ones, in ``array`` columns instead of Python objects.
+
+A crawled page's account is touched rarely (a back-link's credit, a virtual
+revisit, an export) but there are many of them: as an object it cost about
+390 bytes (the object, its URL string, the dict entry, three floats). Here it
+is a row of fixed-width columns, its URL stored once as bytes.
+
+**Names.** Every account (whatever its state) has a sequence number
+(``seq``, given in discovery order); its URL is kept here as
+``scheme://host`` (one shared string per host: an id) plus the rest as bytes
+in one ``bytearray``. Remembered links (link memory) are seqs: 4 bytes each,
+valid whatever state their target moves to.
+
+**Exact lookup.** Crawled rows are found by URL through an open-addressing
+table of row numbers keyed by the URL's ``hash()``. The hash only narrows
+the search: a candidate counts only when its URL, rebuilt from the names,
+equals the one looked up, so two URLs with the same hash are two rows and a
+URL never seen is never reported seen. (``hash()`` of a ``str`` varies
+between processes; nothing here is written to disk: snapshots hold URLs.)
+
+A row whose account leaves the crawled state (re-pended, refused) is kept,
+marked dead, and used again if the account is crawled again, so the lookup
+table never needs deletions.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from array import array
+from collections.abc import Iterator
+
+from .base import Referred
+
+#: ``row_of`` value of a seq without a row.
+NO_ROW = -1
+_NONE = math.nan  #: ``last_visit`` of an account never visited
+_pack_double = struct.Struct("<d").pack
+_unpack_int = struct.Struct("<q").unpack
+
+
+def heap_entry(key: float, seq: int) -> int:
+    """One int ordered as the tuple ``(key, seq)`` is (``0 <= seq < 2**64``):
+    a heap entry of about 44 bytes instead of a tuple, a float and an int
+    (about 110)."""
+    bits = _unpack_int(_pack_double(key + 0.0))[0]  # + 0.0: -0.0 sorts as 0.0
+    if bits < 0:  # negative floats: larger magnitude, larger bits; flip them
+        bits ^= 0x7FFFFFFFFFFFFFFF
+    return (bits << 64) | seq
+
+
+def entry_seq(entry: int) -> int:
+    return entry & 0xFFFFFFFFFFFFFFFF
+
+
+_WIDER = {"H": "I", "I": "Q", "h": "i", "i": "q"}
+
+
+def _append(table: object, name: str, value: int) -> None:
+    """Append to a narrow integer column, widening it the first time a
+    value does not fit (65,536 hosts, 4 billion accounts or bytes...)."""
+    column = getattr(table, name)
+    try:
+        column.append(value)
+    except OverflowError:
+        setattr(table, name, array(_WIDER[column.typecode], column))
+        _append(table, name, value)
+
+
+def _put(table: object, name: str, row: int, value: int) -> None:
+    """``column[row] = value``, widening the column as :func:`_append` does."""
+    column = getattr(table, name)
+    try:
+        column[row] = value
+    except OverflowError:
+        setattr(table, name, array(_WIDER[column.typecode], column))
+        _put(table, name, row, value)
+
+
+class CrawledTable:
+    """Names of all accounts, and crawled accounts as rows of columns.
+
+    ``with_mark``: keep each row's dividend mark (lambda pays crawled
+    accounts too, ``AOPIC_LAMBDA_TARGETS = "all"``).
+    """
+
+    def __init__(self, with_mark: bool):
+        # -- names, by seq
+        self._prefixes: list[str] = []
+        self._prefix_ids: dict[str, int] = {}
+        self._prefix_of = array("H")  # widened past 65,536 hosts
+        self._ends = array("I")  # end of each name in the arena
+        self._arena = bytearray()
+        self.row_of = array("i")  # seq -> row, NO_ROW, or -(row + 2): dead row
+        # -- rows
+        self.seq = array("I")
+        self.cash = array("d")
+        self.mark = array("d") if with_mark else None
+        self.history = array("d")
+        self.last_visit = array("d")
+        self.visits = array("H")  # 2 bytes each, widened when a value needs more
+        self.depth = array("h")
+        self.host = array("I")
+        self.hosts: list[str] = []
+        self._host_ids: dict[str, int] = {}
+        self.requests: dict[int, object] = {}  # row -> request, when not None
+        # seq of the account named by the Referer of a Referer-only request
+        # (``Referred(None, url)``: every followed link's), else -1
+        self.referer = array("i")
+        self._hash = array("I")  # low 32 bits of each row's URL hash
+        self._slots = array("i", [-1]) * 8  # open addressing, row or -1
+        self._mask = 7
+        # -- remembered links: ``count < 0``: none remembered; the columns
+        # are empty while link memory is off (8 bytes a row saved)
+        self.links_on = True
+        self.link_start = array("I")
+        self.link_count = array("i")
+        self.link_pool = array("I")
+        self._link_garbage = 0
+
+    # -- names -------------------------------------------------------------
+
+    def add_name(self, seq: int, url: str) -> None:
+        """Record the URL of account ``seq`` (new seqs only; a gap left by a
+        restore gets empty names). Runs for every new URL: kept lean."""
+        ends = self._ends
+        while len(ends) < seq:
+            self.add_name(len(ends), "")
+        scheme = url.find("//")
+        split = url.find("/", scheme + 2) if scheme >= 0 else 0
+        if split < 0:
+            split = len(url)
+        prefix = url[:split]
+        pid = self._prefix_ids.get(prefix)
+        if pid is None:
+            pid = self._prefix_ids[prefix] = len(self._prefixes)
+            self._prefixes.append(prefix)
+        arena = self._arena
+        arena += url[split:].encode("utf-8", "surrogatepass")
+        try:
+            self._prefix_of.append(pid)
+        except OverflowError:
+            _append(self, "_prefix_of", pid)
+        try:
+            ends.append(len(arena))
+        except OverflowError:  # 4 GB of names: 8-byte offsets from now on
+            self._ends = array("Q", ends)
+            self._ends.append(len(arena))
+        self.row_of.append(NO_ROW)
+
+    def url(self, seq: int) -> str:
+        start = self._ends[seq - 1] if seq else 0
+        return self._prefixes[self._prefix_of[seq]] + self._arena[start : self._ends[seq]].decode(
+            "utf-8", "surrogatepass"
+        )
+
+    # -- rows --------------------------------------------------------------
+
+    def find(self, url: str) -> int | None:
+        """The row of ``url`` (live or dead), compared exactly."""
+        h = hash(url)
+        low = h & 0xFFFFFFFF
+        slots, mask, hashes = self._slots, self._mask, self._hash
+        i = h & mask
+        while True:
+            row = slots[i]
+            if row < 0:
+                return None
+            if hashes[row] == low and self.url(self.seq[row]) == url:
+                return row
+            i = (i + 1) & mask
+
+    def _insert(self, row: int, h: int) -> None:
+        slots, mask = self._slots, self._mask
+        i = h & mask
+        while slots[i] >= 0:
+            i = (i + 1) & mask
+        slots[i] = row
+
+    def _grow(self) -> None:
+        size = len(self._slots) * 2
+        self._slots = array("i", [-1]) * size
+        self._mask = size - 1
+        for row, low in enumerate(self._hash):  # the low 32 bits index any table below 2**32 slots
+            self._insert(row, low)
+
+    def add(self, seq: int, url: str, host: str, depth: int, request: object, referer: int = -1) -> int:
+        """A row for account ``seq`` (its dead row again if it had one); the
+        caller fills cash, history, last visit and visits. ``referer``: the
+        seq of the account whose URL is ``request``'s Referer, when
+        ``request`` is ``Referred(None, that URL)`` (then not kept itself)."""
+        old = self.row_of[seq]
+        if old <= -2:
+            row = -old - 2
+            self.row_of[seq] = row
+            _put(self, "depth", row, depth)
+            self.host[row] = self._host_id(host)
+            self._set_request(row, request, referer)
+            return row
+        row = len(self.seq)
+        self.row_of[seq] = row
+        _append(self, "seq", seq)
+        self.cash.append(0.0)
+        if self.mark is not None:
+            self.mark.append(0.0)
+        self.history.append(0.0)
+        self.last_visit.append(_NONE)
+        self.visits.append(0)
+        _append(self, "depth", depth)
+        self.host.append(self._host_id(host))
+        self.referer.append(-1)
+        if self.links_on:
+            self.link_start.append(0)
+            self.link_count.append(-1)
+        self._set_request(row, request, referer)
+        h = hash(url)
+        self._hash.append(h & 0xFFFFFFFF)
+        if 3 * (row + 1) > 2 * len(self._slots):
+            self._grow()  # inserts the new row too
+        else:
+            self._insert(row, h)
+        return row
+
+    def kill(self, row: int) -> None:
+        """The row's account left the crawled state (it lives as an object
+        again): keep the row for a later crawl, forget its links."""
+        self.row_of[self.seq[row]] = -row - 2
+        self.requests.pop(row, None)
+        self.referer[row] = -1
+        self.set_links(row, None)
+
+    def rows(self) -> Iterator[int]:
+        """Live rows, in row order."""
+        row_of = self.row_of
+        for row, seq in enumerate(self.seq):
+            if row_of[seq] == row:
+                yield row
+
+    def _host_id(self, host: str) -> int:
+        hid = self._host_ids.get(host)
+        if hid is None:
+            hid = self._host_ids[host] = len(self.hosts)
+            self.hosts.append(host)
+        return hid
+
+    def _set_request(self, row: int, request: object, referer: int) -> None:
+        self.referer[row] = referer
+        if request is None or referer >= 0:
+            self.requests.pop(row, None)
+        else:
+            self.requests[row] = request
+
+    def request(self, row: int) -> object:
+        referer = self.referer[row]
+        if referer >= 0:
+            return Referred(None, self.url(referer).encode("latin-1"))
+        return self.requests.get(row)
+
+    def get_last_visit(self, row: int) -> float | None:
+        value = self.last_visit[row]
+        return None if value != value else value
+
+    def set_visits(self, row: int, visits: int) -> None:
+        _put(self, "visits", row, visits)
+
+    def set_last_visit(self, row: int, value: float | None) -> None:
+        self.last_visit[row] = _NONE if value is None else value
+
+    # -- remembered links ----------------------------------------------------
+
+    def links(self, row: int) -> array | None:
+        if not self.links_on:
+            return None
+        count = self.link_count[row]
+        if count < 0:
+            return None
+        start = self.link_start[row]
+        return self.link_pool[start : start + count]
+
+    def set_links(self, row: int, seqs) -> None:
+        """Remember ``seqs`` (``None``: nothing remembered) for ``row``."""
+        if not self.links_on:
+            return
+        old = self.link_count[row]
+        if old > 0:
+            self._link_garbage += old
+        if seqs is None:
+            self.link_count[row] = -1
+            return
+        if self._link_garbage > 1024 and self._link_garbage > len(self.link_pool) // 2:
+            self._pack_links()
+        start = len(self.link_pool)
+        try:
+            self.link_start[row] = start
+        except OverflowError:
+            self.link_start = array("Q", self.link_start)
+            self.link_start[row] = start
+        try:
+            self.link_pool.extend(seqs)
+        except OverflowError:
+            del self.link_pool[start:]
+            self.link_pool = array("Q", self.link_pool)
+            self.link_pool.extend(seqs)
+        self.link_count[row] = len(seqs)
+
+    def _pack_links(self) -> None:
+        """Drop the links of rows re-crawled or forgotten (amortised: once
+        garbage is half the pool)."""
+        pool = array(self.link_pool.typecode)
+        old, starts, counts = self.link_pool, self.link_start, self.link_count
+        for row in range(len(counts)):
+            count = counts[row]
+            if count > 0:
+                start = starts[row]
+                starts[row] = len(pool)
+                pool.extend(old[start : start + count])
+        self.link_pool = pool
+        self._link_garbage = 0
+
+    def forget_links(self) -> None:
+        """Link memory off: drop every remembered link and the columns."""
+        self.links_on = False
+        self.link_start, self.link_count = array("I"), array("i")
+        self.link_pool = array("I")
+        self._link_garbage = 0
+
+    def remember_links(self) -> None:
+        """Link memory on (again): every row remembers nothing yet."""
+        if not self.links_on:
+            self.links_on = True
+            self.link_start = array("I", [0]) * len(self.seq)
+            self.link_count = array("i", [-1]) * len(self.seq)
