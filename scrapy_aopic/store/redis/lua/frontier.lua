@@ -38,39 +38,51 @@ local CORRUPT = {}
 local function corrupt(what) CORRUPT[#CORRUPT + 1] = what end
 
 -- totals ---------------------------------------------------------------
-local FIELDS = {'injected', 'lambda_cash', 'lambda_history', 'in_flight',
-  'history_sum', 'lambda_visits', 'visits', 'known', 'pending', 'leased',
-  'crawled', 'dividend', 'next_seq', 'next_lease'}
-local T, T0 = {}, {}
-do
-  local raw = redis.call('HGETALL', K_TOT)
-  for i = 1, #raw, 2 do T[raw[i]] = tonumber(raw[i + 1]) end
-  for _, f in ipairs(FIELDS) do
-    if T[f] == nil then T[f] = 0 end
-    T0[f] = T[f]
+-- Read on first use (an op that touches no total, such as registering a
+-- known URL, never reads them), with one HMGET of the fields the script
+-- uses. Every object a run creates costs Redis an allocation and its share
+-- of the Lua collector's work, whether used or not: a metatable and one
+-- function here, the field list only when the totals are read.
+local FIELDS, T0 = nil, nil
+local function totals(t, f, v)  -- T's __index and __newindex
+  if T0 == nil then
+    FIELDS = {'injected', 'lambda_cash', 'lambda_history', 'in_flight',
+      'history_sum', 'lambda_visits', 'visits', 'known', 'pending', 'leased',
+      'crawled', 'dividend', 'next_seq', 'next_lease'}
+    T0 = redis.call('HMGET', K_TOT, unpack(FIELDS))
+    for i, name in ipairs(FIELDS) do
+      T0[i] = tonumber(T0[i]) or 0
+      rawset(t, name, T0[i])
+    end
   end
+  if v == nil then return rawget(t, f) end
+  rawset(t, f, v)
 end
+local T = setmetatable({}, {__index = totals, __newindex = totals})
 -- write back the totals that changed
 local function save_totals()
+  if T0 == nil then return end
   local args = {}
-  for _, f in ipairs(FIELDS) do
-    if T[f] ~= T0[f] then
+  for i, f in ipairs(FIELDS) do
+    local v = rawget(T, f)
+    if v ~= T0[i] then
       args[#args + 1] = f
-      args[#args + 1] = fmt(T[f])
+      args[#args + 1] = fmt(v)
     end
   end
   if #args > 0 then redis.call('HSET', K_TOT, unpack(args)) end
 end
 
-local function server_now(arg)
-  if arg ~= nil and arg ~= '' then return tonumber(arg) end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) + tonumber(t[2]) / 1000000
-end
 
 -- accounts -------------------------------------------------------------
+-- The last record read or written (LAST): the richest URL, the head of its
+-- host's queue and the entry popped are often one account, read once so.
+-- Every change to a loaded table is followed by save(), which keeps LAST
+-- and Redis the same.
+local LAST = nil
 -- load: a table, nil (unknown) or false (record unreadable: hostile data)
 local function load(url)
+  if LAST and LAST.url == url then return LAST end
   local raw = redis.call('HGET', K_ACCT, url)
   if not raw then return nil end
   if #raw < REC_SIZE then corrupt(url); return false end
@@ -78,17 +90,18 @@ local function load(url)
   if not ok or st > ALIAS or cash ~= cash or mark ~= mark or hist ~= hist then
     corrupt(url); return false
   end
-  return {url = url, state = st, flags = fl, cash = cash, mark = mark,
+  LAST = {url = url, state = st, flags = fl, cash = cash, mark = mark,
     history = hist, lv = lv, seq = seq, visits = visits, depth = depth,
     host = string.sub(raw, pos)}
+  return LAST
 end
 
 local function save(a)
   redis.call('HSET', K_ACCT, a.url, struct.pack(REC, a.state, a.flags, a.cash,
     a.mark, a.history, a.lv, a.seq, a.visits, a.depth) .. a.host)
+  LAST = a
 end
 
-local function member(a) return struct.pack('>I8', a.seq) .. a.url end
 
 local function is_target(a)
   local s = a.state
@@ -112,6 +125,22 @@ end
 -- best entry, member seq8 .. host; K_HADV remembers what was advertised
 -- (seq8 .. score), read once per script per host (ADV)
 local ADV = {}
+-- Reads of the host order and of a host's queue head, kept for the rest of
+-- the run (lambda's check, the min-share floor and the pop itself look at
+-- the same head): every write to K_HOSTS or a queue drops what it changed.
+local TOP_HOSTS = nil  -- the first TOP_SIZE members of K_HOSTS
+local TOP_SIZE = 4
+local HEADS = {}  -- host -> {member, score text} of its queue's head, or false
+local function head(host)
+  local h = HEADS[host]
+  if h == nil then
+    local top = redis.call('ZRANGE', QP .. host, 0, 0, 'WITHSCORES')
+    h = false
+    if #top > 0 then h = {top[1], top[2]} end
+    HEADS[host] = h
+  end
+  return h
+end
 local function adv_of(host)
   local v = ADV[host]
   if v == nil then
@@ -128,16 +157,17 @@ end
 
 local function advertise(host, seq8, score_text)
   redis.call('ZADD', K_HOSTS, score_text, seq8 .. host)
+  TOP_HOSTS = nil
   redis.call('HSET', K_HADV, host, seq8 .. score_text)
   ADV[host] = {seq8 = seq8, score = tonumber(score_text)}
 end
 
 local function refresh_host(host)
-  local top = redis.call('ZRANGE', QP .. host, 0, 0, 'WITHSCORES')
+  local top = head(host)
   local old = adv_of(host)
-  if #top == 0 then
+  if not top then
     if old then
-      redis.call('ZREM', K_HOSTS, old.seq8 .. host)
+      redis.call('ZREM', K_HOSTS, old.seq8 .. host); TOP_HOSTS = nil
       redis.call('HDEL', K_HADV, host)
       ADV[host] = false
     end
@@ -145,7 +175,7 @@ local function refresh_host(host)
   end
   local seq8 = string.sub(top[1], 1, 8)
   if old and old.seq8 == seq8 and old.score == tonumber(top[2]) then return end
-  if old and old.seq8 ~= seq8 then redis.call('ZREM', K_HOSTS, old.seq8 .. host) end
+  if old and old.seq8 ~= seq8 then redis.call('ZREM', K_HOSTS, old.seq8 .. host); TOP_HOSTS = nil end
   advertise(host, seq8, top[2])
 end
 
@@ -166,6 +196,7 @@ local function push(a)
   local score = a.mark - a.cash
   local seq8 = struct.pack('>I8', a.seq)
   redis.call('ZADD', QP .. host, fmt(score), seq8 .. a.url)
+  HEADS[host] = nil
   if DIRTY[host] then return end
   local adv = adv_of(host)
   -- (sequence numbers compared as numbers: Lua compares strings with strcoll)
@@ -178,6 +209,7 @@ end
 local function unpush(a)
   local seq8 = struct.pack('>I8', a.seq)
   redis.call('ZREM', QP .. a.host, seq8 .. a.url)
+  HEADS[a.host] = nil
   if DIRTY[a.host] then return end
   local adv = adv_of(a.host)
   if not adv or adv.seq8 == seq8 then DIRTY[a.host] = true end
@@ -229,6 +261,101 @@ end
 
 local function to_lambda(amount) T.lambda_cash = T.lambda_cash + amount end
 
+-- ops, in three groups ---------------------------------------------------
+-- Each op returns as soon as the functions it needs are defined: a run
+-- creates every function defined above its op (Redis 6 keeps nothing from
+-- one run to the next) and each costs an allocation and collector work, so
+-- the ops that register URLs come first, then selection and leases, then
+-- settlements.
+
+-- write back the host order and the totals; the reply: {result, unreadable record...}
+local function done(result)
+  flush_hosts()
+  save_totals()
+  if result == nil then result = false end
+  return {result, unpack(CORRUPT)}
+end
+
+if OP == 'ping' then
+  return {1}
+end
+
+if OP == 'inject' then
+  -- url host depth req cash
+  local result
+  local url = ARGV[A]
+  if redis.call('HEXISTS', K_ACCT, url) == 1 then
+    result = 0
+  else
+    local cash = tonumber(ARGV[A + 4])
+    T.injected = T.injected + cash
+    new_account(url, ARGV[A + 1], tonumber(ARGV[A + 2]), ARGV[A + 3], cash, true)
+    result = 1
+  end
+  return done(result)
+end
+
+if OP == 'register' then
+  -- url host depth req -> previous state, or -1 when new
+  local result
+  local lurl, depth = ARGV[A], tonumber(ARGV[A + 2])
+  local url, a = resolve(lurl)
+  if a == nil then
+    if url == lurl then
+      new_account(lurl, ARGV[A + 1], depth, ARGV[A + 3], 0, true)
+      result = -1
+    else
+      result = ALIAS
+    end
+  elseif a == false then
+    result = REFUSED
+  else
+    if depth < a.depth then a.depth = depth; save(a) end
+    result = a.state
+  end
+  return done(result)
+end
+
+if OP == 'repend' then
+  -- url host depth req
+  local result
+  local url, a, ok = resolve(ARGV[A])
+  if not ok or not a or (a.state ~= CRAWLED and a.state ~= FAILED) then
+    result = 0
+  else
+    if ARGV[A + 3] ~= '' then redis.call('HSET', K_REQ, url, ARGV[A + 3]) end
+    set_state(a, PENDING)
+    save(a)
+    push(a)
+    result = 1
+  end
+  return done(result)
+end
+
+if OP == 'refuse' then
+  -- url host depth
+  local result
+  local url = ARGV[A]
+  local a = load(url)
+  if a == nil then a = new_account(url, ARGV[A + 1], tonumber(ARGV[A + 2]), '', 0, false) end
+  if a and (a.state == PENDING or a.state == CRAWLED or a.state == FAILED) then
+    if a.state == PENDING then unpush(a) end
+    set_state(a, REFUSED)
+    to_lambda(a.cash)
+    a.cash = 0
+    save(a)
+  end
+  result = 0
+  return done(result)
+end
+
+-- leases ---------------------------------------------------------------
+local function server_now(arg)
+  if arg ~= nil and arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+
 -- An account whose record is unreadable, met at the head of its queue. The
 -- queue score still tells its cash (the score is mark - cash, so the cash
 -- with its lambda dividend is dividend - score): it goes to lambda, and the
@@ -246,24 +373,6 @@ local function write_off(url, host, score)
     history = 0, lv = 0, seq = 0, visits = 0, depth = 0, host = host})
 end
 
-local function credit(lurl, host, depth, req, amount)
-  local url, a, ok = resolve(lurl)
-  if not ok or a == false then to_lambda(amount); return end
-  if a == nil then
-    if url ~= lurl then to_lambda(amount); return end
-    new_account(lurl, host, depth, req, amount, true)
-    return
-  end
-  local state = a.state
-  if state == REFUSED or state == FAILED then to_lambda(amount); return end
-  local changed = false
-  if amount ~= 0 then a.cash = a.cash + amount; changed = true end
-  if depth < a.depth then a.depth = depth; changed = true end
-  if changed then save(a) end
-  if state == PENDING and amount ~= 0 then push(a) end
-end
-
--- leases ---------------------------------------------------------------
 local function open_lease(a, deadline)
   local before_cash, before_mark, before_flight = a.cash, a.mark, T.in_flight
   set_state(a, LEASED)
@@ -331,26 +440,6 @@ local function requeue(url, id)
   return true
 end
 
--- undo a lease nobody used (the host was not ready after all): the account
--- gets back its exact cash and mark, so its key and place do not move by an
--- ulp; if cash or a payout arrived meanwhile, a plain requeue
-local function unlease(url, id)
-  local a, cash, before = close_lease(url, id)
-  if not a then return false end
-  local exact = a.cash == 0 and before[3] == T.dividend
-  set_state(a, PENDING)
-  if exact then
-    a.cash = before[1]
-    a.mark = before[2]
-    -- no lease opened or closed meanwhile: the total is what it was
-    if before[5] == before[4] + cash then T.in_flight = before[4] end
-  else
-    a.cash = a.cash + cash
-  end
-  save(a)
-  push(a)
-  return true
-end
 
 local function reclaim(now, limit)
   if limit <= 0 then return 0 end
@@ -371,11 +460,11 @@ end
 -- selection ------------------------------------------------------------
 local function richest()
   flush_hosts()
-  local top = redis.call('ZRANGE', K_HOSTS, 0, 0)
+  if TOP_HOSTS == nil then TOP_HOSTS = redis.call('ZRANGE', K_HOSTS, 0, TOP_SIZE - 1) end
+  local top = TOP_HOSTS
   if #top == 0 then return nil end
-  local host = string.sub(top[1], 9)
-  local entry = redis.call('ZRANGE', QP .. host, 0, 0)
-  if #entry == 0 then return nil end
+  local entry = head(string.sub(top[1], 9))
+  if not entry then return nil end
   local url = string.sub(entry[1], 9)
   local a = load(url)
   if not a then return nil end
@@ -404,8 +493,8 @@ end
 
 -- lease the richest pending URL of a host not excluded and under the cap
 local function head_cash(host)
-  local entry = redis.call('ZRANGE', QP .. host, 0, 0)
-  if #entry == 0 then return nil end
+  local entry = head(host)
+  if not entry then return nil end
   local a = load(string.sub(entry[1], 9))
   if not a then return nil end
   return effective(a)
@@ -415,11 +504,17 @@ end
 -- min_share times the richest pending URL's cash (MemoryStore.pop)
 local function pop(cap, deadline, excluded, min_share)
   flush_hosts()
-  local offset, size = 0, 4  -- the first host almost always qualifies
+  local offset, size = 0, TOP_SIZE  -- the first host almost always qualifies
   local repairs = 0
   local floor = nil
   while true do
-    local batch = redis.call('ZRANGE', K_HOSTS, offset, offset + size - 1)
+    local batch
+    if offset > 0 then
+      batch = redis.call('ZRANGE', K_HOSTS, offset, offset + size - 1)
+    else
+      if TOP_HOSTS == nil then TOP_HOSTS = redis.call('ZRANGE', K_HOSTS, 0, TOP_SIZE - 1) end
+      batch = TOP_HOSTS
+    end
     if #batch == 0 then return nil end
     local rescan = false
     for _, m in ipairs(batch) do
@@ -437,14 +532,15 @@ local function pop(cap, deadline, excluded, min_share)
       if not excluded[host] and (cap <= 0 or (tonumber(redis.call('HGET', K_HBUSY, host)) or 0) < cap) then
         local q = QP .. host
         local top = redis.call('ZPOPMIN', q)
+        HEADS[host] = nil
         if #top > 0 then
           local url = string.sub(top[1], 9)
           local a = load(url)
           if a and a.state == PENDING and a.host == host then
             -- advertise the host's next entry in place of ``m``
-            local nxt = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
-            redis.call('ZREM', K_HOSTS, m)
-            if #nxt == 0 then
+            local nxt = head(host)
+            redis.call('ZREM', K_HOSTS, m); TOP_HOSTS = nil
+            if not nxt then
               redis.call('HDEL', K_HADV, host)
               ADV[host] = false
             else
@@ -462,7 +558,7 @@ local function pop(cap, deadline, excluded, min_share)
         ADV[host] = nil  -- reread: the advertisement may be what is wrong
         refresh_host(host)
         local adv = adv_of(host)
-        if not adv or adv.seq8 .. host ~= m then redis.call('ZREM', K_HOSTS, m) end
+        if not adv or adv.seq8 .. host ~= m then redis.call('ZREM', K_HOSTS, m); TOP_HOSTS = nil end
         repairs = repairs + 1
         rescan = true
         break
@@ -478,53 +574,8 @@ local function pop(cap, deadline, excluded, min_share)
   end
 end
 
--- ops ------------------------------------------------------------------
-local result
-
-if OP == 'inject' then
-  -- url host depth req cash
-  local url = ARGV[A]
-  if redis.call('HEXISTS', K_ACCT, url) == 1 then
-    result = 0
-  else
-    local cash = tonumber(ARGV[A + 4])
-    T.injected = T.injected + cash
-    new_account(url, ARGV[A + 1], tonumber(ARGV[A + 2]), ARGV[A + 3], cash, true)
-    result = 1
-  end
-
-elseif OP == 'register' then
-  -- url host depth req -> previous state, or -1 when new
-  local lurl, depth = ARGV[A], tonumber(ARGV[A + 2])
-  local url, a = resolve(lurl)
-  if a == nil then
-    if url == lurl then
-      new_account(lurl, ARGV[A + 1], depth, ARGV[A + 3], 0, true)
-      result = -1
-    else
-      result = ALIAS
-    end
-  elseif a == false then
-    result = REFUSED
-  else
-    if depth < a.depth then a.depth = depth; save(a) end
-    result = a.state
-  end
-
-elseif OP == 'repend' then
-  -- url host depth req
-  local url, a, ok = resolve(ARGV[A])
-  if not ok or not a or (a.state ~= CRAWLED and a.state ~= FAILED) then
-    result = 0
-  else
-    if ARGV[A + 3] ~= '' then redis.call('HSET', K_REQ, url, ARGV[A + 3]) end
-    set_state(a, PENDING)
-    save(a)
-    push(a)
-    result = 1
-  end
-
-elseif OP == 'pop' then
+-- selection and lease ops
+if OP == 'pop' then
   -- cap timeout reclaim-limit now visit-lambda min-share token excluded-host...
   -- -> {lease or false, lambda payout, pending count, leases reclaimed}
   -- token 'worker:seq' (or ''): a pop resent after its reply was lost (a
@@ -569,8 +620,9 @@ elseif OP == 'pop' then
   local reply = lease_reply(lease, paid, reclaimed)
   for _, what in ipairs(CORRUPT) do reply[#reply + 1] = what end
   return reply
+end
 
-elseif OP == 'take' then
+if OP == 'take' then
   -- url timeout now
   local a = load(ARGV[A])
   local lease = nil
@@ -583,12 +635,90 @@ elseif OP == 'take' then
   local reply = lease_reply(lease, 0, 0)
   for _, what in ipairs(CORRUPT) do reply[#reply + 1] = what end
   return reply
+end
 
-elseif OP == 'visit_lambda' then
-  result = fmt(visit_lambda())
+if OP == 'peek' then
+  local url, cash = richest()
+  local reply = {url or false, cash and fmt(cash) or false}
+  for _, what in ipairs(CORRUPT) do reply[#reply + 1] = what end
+  return reply
+end
 
-elseif OP == 'settle_visit' then
+if OP == 'reclaim' then
+  -- now limit
+  local result = reclaim(server_now(ARGV[A]), tonumber(ARGV[A + 1]))
+  return done(result)
+end
+
+if OP == 'visit_lambda' then
+  local result = fmt(visit_lambda())
+  return done(result)
+end
+
+if OP == 'settle_requeue' then
+  local result
+  if requeue(ARGV[A], tonumber(ARGV[A + 1])) then result = 1 else result = 0 end
+  return done(result)
+end
+
+if OP == 'settle_failure' then
+  -- url id refuse
+  local result
+  local a, cash = close_lease(ARGV[A], tonumber(ARGV[A + 1]))
+  if not a then
+    result = 0
+  else
+    if ARGV[A + 2] == '1' then set_state(a, REFUSED) else set_state(a, FAILED) end
+    to_lambda(cash + a.cash)
+    a.cash = 0
+    save(a)
+    result = 1
+  end
+  return done(result)
+end
+
+-- settlements ----------------------------------------------------------
+local function credit(lurl, host, depth, req, amount)
+  local url, a, ok = resolve(lurl)
+  if not ok or a == false then to_lambda(amount); return end
+  if a == nil then
+    if url ~= lurl then to_lambda(amount); return end
+    new_account(lurl, host, depth, req, amount, true)
+    return
+  end
+  local state = a.state
+  if state == REFUSED or state == FAILED then to_lambda(amount); return end
+  local changed = false
+  if amount ~= 0 then a.cash = a.cash + amount; changed = true end
+  if depth < a.depth then a.depth = depth; changed = true end
+  if changed then save(a) end
+  if state == PENDING and amount ~= 0 then push(a) end
+end
+
+-- undo a lease nobody used (the host was not ready after all): the account
+-- gets back its exact cash and mark, so its key and place do not move by an
+-- ulp; if cash or a payout arrived meanwhile, a plain requeue
+local function unlease(url, id)
+  local a, cash, before = close_lease(url, id)
+  if not a then return false end
+  local exact = a.cash == 0 and before[3] == T.dividend
+  set_state(a, PENDING)
+  if exact then
+    a.cash = before[1]
+    a.mark = before[2]
+    -- no lease opened or closed meanwhile: the total is what it was
+    if before[5] == before[4] + cash then T.in_flight = before[4] end
+  else
+    a.cash = a.cash + cash
+  end
+  save(a)
+  push(a)
+  return true
+end
+
+if OP == 'settle_visit' then
   -- url id history visited_at, then (url host depth req amount) per credit
+  local result
   local a, cash = close_lease(ARGV[A], tonumber(ARGV[A + 1]))
   if not a then
     result = 0
@@ -611,22 +741,12 @@ elseif OP == 'settle_visit' then
     to_lambda(cash - paid)
     result = 1
   end
+  return done(result)
+end
 
-elseif OP == 'settle_failure' then
-  -- url id refuse
-  local a, cash = close_lease(ARGV[A], tonumber(ARGV[A + 1]))
-  if not a then
-    result = 0
-  else
-    if ARGV[A + 2] == '1' then set_state(a, REFUSED) else set_state(a, FAILED) end
-    to_lambda(cash + a.cash)
-    a.cash = 0
-    save(a)
-    result = 1
-  end
-
-elseif OP == 'settle_transfer' then
+if OP == 'settle_transfer' then
   -- url id target-url target-host target-depth target-req
+  local result
   local url, turl = ARGV[A], ARGV[A + 2]
   if turl == url then
     -- a retry: requeue, keeping the new request (its retry count) if any
@@ -651,35 +771,16 @@ elseif OP == 'settle_transfer' then
       result = 1
     end
   end
+  return done(result)
+end
 
-elseif OP == 'settle_requeue' then
-  if requeue(ARGV[A], tonumber(ARGV[A + 1])) then result = 1 else result = 0 end
-
-elseif OP == 'refuse' then
-  -- url host depth
-  local url = ARGV[A]
-  local a = load(url)
-  if a == nil then a = new_account(url, ARGV[A + 1], tonumber(ARGV[A + 2]), '', 0, false) end
-  if a and (a.state == PENDING or a.state == CRAWLED or a.state == FAILED) then
-    if a.state == PENDING then unpush(a) end
-    set_state(a, REFUSED)
-    to_lambda(a.cash)
-    a.cash = 0
-    save(a)
-  end
-  result = 0
-
-elseif OP == 'unlease' then
+if OP == 'unlease' then
+  local result
   if unlease(ARGV[A], tonumber(ARGV[A + 1])) then result = 1 else result = 0 end
+  return done(result)
+end
 
-elseif OP == 'reclaim' then
-  -- now limit
-  result = reclaim(server_now(ARGV[A]), tonumber(ARGV[A + 1]))
-
-elseif OP == 'ping' then
-  return {1}
-
-elseif OP == 'recount' then
+if OP == 'recount' then
   -- one consistent recount of the books (O(n), blocks Redis meanwhile):
   -- {account cash, lambda, in flight (leases), injected, accounts}
   -- Neumaier-compensated sums: n terms lose no more than one rounding
@@ -723,18 +824,6 @@ elseif OP == 'recount' then
     end
   until cursor == '0'
   return {fmt(cash()), fmt(T.lambda_cash), fmt(flight()), fmt(T.injected), n}
-
-elseif OP == 'peek' then
-  local url, cash = richest()
-  local reply = {url or false, cash and fmt(cash) or false}
-  for _, what in ipairs(CORRUPT) do reply[#reply + 1] = what end
-  return reply
-
-else
-  return redis.error_reply('aopic: unknown op ' .. tostring(OP))
 end
 
-flush_hosts()
-save_totals()
-if result == nil then result = false end
-return {result, unpack(CORRUPT)}
+return redis.error_reply('aopic: unknown op ' .. tostring(OP))
