@@ -38,41 +38,41 @@ local CORRUPT = {}
 local function corrupt(what) CORRUPT[#CORRUPT + 1] = what end
 
 -- totals ---------------------------------------------------------------
--- Read on first use (an op that touches no total, such as registering a
--- known URL, never reads them), with one HMGET of the fields the script
--- uses. Every object a run creates costs Redis an allocation and its share
--- of the Lua collector's work, whether used or not: a metatable and one
--- function here, the field list only when the totals are read.
-local FIELDS, T0 = nil, nil
-local function totals(t, f, v)  -- T's __index and __newindex
-  if T0 == nil then
-    FIELDS = {'injected', 'lambda_cash', 'lambda_history', 'in_flight',
-      'history_sum', 'lambda_visits', 'visits', 'known', 'pending', 'leased',
-      'crawled', 'dividend', 'next_seq', 'next_lease'}
-    T0 = redis.call('HMGET', K_TOT, unpack(FIELDS))
-    for i, name in ipairs(FIELDS) do
-      T0[i] = tonumber(T0[i]) or 0
-      rawset(t, name, T0[i])
-    end
-  end
-  if v == nil then return rawget(t, f) end
-  rawset(t, f, v)
+-- Read with one HMGET into a table built by one constructor (its size known
+-- at once: no rehash as fields arrive), by every op but 'register', which
+-- needs them only for a new URL and reads them then (load_totals): most
+-- links registered are known already.
+local T, T0 = nil, nil
+local function load_totals()
+  if T then return end
+  T0 = redis.call('HMGET', K_TOT, 'injected', 'lambda_cash', 'lambda_history',
+    'in_flight', 'history_sum', 'lambda_visits', 'visits', 'known', 'pending',
+    'leased', 'crawled', 'dividend', 'next_seq', 'next_lease')
+  for i = 1, 14 do T0[i] = tonumber(T0[i]) or 0 end
+  T = {injected = T0[1], lambda_cash = T0[2], lambda_history = T0[3],
+    in_flight = T0[4], history_sum = T0[5], lambda_visits = T0[6], visits = T0[7],
+    known = T0[8], pending = T0[9], leased = T0[10], crawled = T0[11],
+    dividend = T0[12], next_seq = T0[13], next_lease = T0[14]}
 end
-local T = setmetatable({}, {__index = totals, __newindex = totals})
+if OP ~= 'register' and OP ~= 'ping' then load_totals() end
+
 -- write back the totals that changed
 local function save_totals()
-  if T0 == nil then return end
+  if not T then return end
   local args = {}
-  for i, f in ipairs(FIELDS) do
-    local v = rawget(T, f)
+  local function put(i, f)
+    local v = T[f]
     if v ~= T0[i] then
       args[#args + 1] = f
       args[#args + 1] = fmt(v)
     end
   end
+  put(1, 'injected'); put(2, 'lambda_cash'); put(3, 'lambda_history')
+  put(4, 'in_flight'); put(5, 'history_sum'); put(6, 'lambda_visits')
+  put(7, 'visits'); put(8, 'known'); put(9, 'pending'); put(10, 'leased')
+  put(11, 'crawled'); put(12, 'dividend'); put(13, 'next_seq'); put(14, 'next_lease')
   if #args > 0 then redis.call('HSET', K_TOT, unpack(args)) end
 end
-
 
 -- accounts -------------------------------------------------------------
 -- The last record read or written (LAST): the richest URL, the head of its
@@ -302,6 +302,7 @@ if OP == 'register' then
   local url, a = resolve(lurl)
   if a == nil then
     if url == lurl then
+      load_totals()
       new_account(lurl, ARGV[A + 1], depth, ARGV[A + 3], 0, true)
       result = -1
     else
