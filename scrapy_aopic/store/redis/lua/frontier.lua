@@ -102,7 +102,6 @@ local function save(a)
   LAST = a
 end
 
-
 local function is_target(a)
   local s = a.state
   if ALL then return s == PENDING or s == LEASED or s == CRAWLED end
@@ -335,7 +334,6 @@ end
 
 if OP == 'refuse' then
   -- url host depth
-  local result
   local url = ARGV[A]
   local a = load(url)
   if a == nil then a = new_account(url, ARGV[A + 1], tonumber(ARGV[A + 2]), '', 0, false) end
@@ -346,8 +344,7 @@ if OP == 'refuse' then
     a.cash = 0
     save(a)
   end
-  result = 0
-  return done(result)
+  return done(0)
 end
 
 -- leases ---------------------------------------------------------------
