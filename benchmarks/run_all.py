@@ -35,6 +35,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "pending-memory": ("bench_pending_memory.py", ["--urls", "1000000"], ["--urls", "100000"]),
     "ordering": ("bench_ordering.py", [], ["--quick"]),
     "redis": ("bench_redis.py", [], ["--runs", "1"]),
+    "redis-script": ("bench_redis_script.py", [], ["--rounds", "1", "--pops", "1000"]),
     "recrawl": ("bench_recrawl.py", [], ["--no-sweep", "--no-sensitivity"]),
 }
 
