@@ -243,6 +243,7 @@ def crawl_loop(kind: str, pages: int, hosts: int, redis_url: str | None) -> dict
 def run_one(kind: str, size: int, hosts: int) -> dict:
     import scrapy_aopic
 
+    # which checkout's package ran (--baseline checks it)
     result = {"kind": kind, "size": size, "hosts": hosts, "code": scrapy_aopic.__file__}
     if not kind.endswith("-redis"):
         result.update(fill_drain(kind, size, hosts, None))
@@ -268,7 +269,10 @@ def _run_child(kind: str, size: int, hosts: int, baseline: str | None) -> dict:
     if kind == BASE:
         command += ["--code", baseline]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    result = json.loads(out.strip().splitlines()[-1])
+    if kind == BASE and not Path(result["code"]).resolve().is_relative_to(Path(baseline).resolve()):
+        raise SystemExit(f"the baseline ran {result['code']}, not the checkout in {baseline}")
+    return result
 
 
 def _print_server(size: int, kind: str, result: dict) -> None:
