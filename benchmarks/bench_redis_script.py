@@ -76,10 +76,12 @@ class Frontier:
         if head[0]:
             self.leases.append((reply[1], int(head[1])))
 
-    def visit_args(self, lease: tuple[bytes, int], rng: random.Random, new_from: int) -> list:
+    def visit_args(self, lease: tuple[bytes, int], rng: random.Random, known: int, new_from: int) -> list:
+        """A visit of ``lease`` with 10 links: 5 of the first ``known`` URLs,
+        5 new ones from ``new_from`` on."""
         args = [lease[0], lease[1], "0.5", "1700000000"]
         for k in range(10):
-            j = rng.randrange(new_from) if k % 2 else new_from + k // 2
+            j = rng.randrange(known) if k % 2 else new_from + k // 2
             args += [url(j), host(j), 2, "", "0.05"]
         return args
 
@@ -111,7 +113,7 @@ def phases(sizes: dict[str, int]):
         rng = random.Random(1)
         new_from = known_end + f.token * 10
         for lease in f.leases:
-            f.run("settle_visit", *f.visit_args(lease, rng, new_from))
+            f.run("settle_visit", *f.visit_args(lease, rng, known_end, new_from))
             new_from += 5
         f.leases = []
 
@@ -162,7 +164,7 @@ def allocated(server: redis.Redis, trees: dict[str, str]) -> dict:
 
         def visit(n):
             f.pop("0", "0")
-            return f.run("settle_visit", *f.visit_args(f.leases.pop(), rng, 10_000 + 10 * n), sha=probe)
+            return f.run("settle_visit", *f.visit_args(f.leases.pop(), rng, 2000, 10_000 + 10 * n), sha=probe)
 
         figures[name] = {
             "inject (new URL)": median(lambda n: f.run("inject", url(5000 + n), host(5000 + n), 0, "", "1.0", sha=probe)),

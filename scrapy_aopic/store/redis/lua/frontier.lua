@@ -130,12 +130,14 @@ local ADV = {}
 local TOP_HOSTS = nil  -- the first TOP_SIZE members of K_HOSTS
 local TOP_SIZE = 4
 local HEADS = {}  -- host -> {member, score text} of its queue's head, or false
+local function read_head(host)
+  local top = redis.call('ZRANGE', QP .. host, 0, 0, 'WITHSCORES')
+  return #top > 0 and top
+end
 local function head(host)
   local h = HEADS[host]
   if h == nil then
-    local top = redis.call('ZRANGE', QP .. host, 0, 0, 'WITHSCORES')
-    h = false
-    if #top > 0 then h = {top[1], top[2]} end
+    h = read_head(host)
     HEADS[host] = h
   end
   return h
@@ -161,8 +163,11 @@ local function advertise(host, seq8, score_text)
   ADV[host] = {seq8 = seq8, score = tonumber(score_text)}
 end
 
+-- (a head read here is not kept: the hosts re-advertised at the end of a
+-- visit are many and not read again)
 local function refresh_host(host)
-  local top = head(host)
+  local top = HEADS[host]
+  if top == nil then top = read_head(host) end
   local old = adv_of(host)
   if not top then
     if old then
