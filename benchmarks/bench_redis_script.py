@@ -131,8 +131,13 @@ def timed(server: redis.Redis, trees: dict[str, str], rounds: int, sizes: dict[s
     figures: dict[tuple[str, str], list[float]] = {}
     for round_ in range(rounds):
         frontiers = {name: Frontier(server, source, f"bench-script:{round_}:{name}") for name, source in trees.items()}
+        # the trees take turns to go first: the second one runs on a larger
+        # server (both frontiers' keys), which must not favour either
+        order = list(frontiers.items())
+        if round_ % 2:
+            order.reverse()
         for phase, run in phases(sizes):
-            for name, frontier in frontiers.items():
+            for name, frontier in order:
                 server.config_resetstat()
                 run(frontier)
                 stats = server.info("commandstats")["cmdstat_evalsha"]
