@@ -1,6 +1,7 @@
 """Scheduler cost: AOPIC vs Scrapy's default scheduler, in the same run.
 
     python benchmarks/bench_scheduler.py [--sizes 100000 1000000] [--hosts 5000] [--redis]
+        [--commandstats] [--kinds scrapy-redis aopic-redis] [--rounds N] [--baseline DIR]
 
 Each configuration runs in a fresh subprocess so that its resident memory is
 its own: Scrapy's default scheduler and scrapy-aopic's (memory backend), and
@@ -25,6 +26,16 @@ on Redis / scrapy-redis) per column. Times are the process's CPU time for
 the in-memory schedulers (other processes on a shared machine do not change
 them; the ratio of wall times moved by 50 % from run to run on a loaded
 machine), wall time with Redis (the server's work counts).
+
+``--commandstats`` also prints, for each Redis configuration and phase
+(enqueue, next, crawl loop), the server's own figures, less noisy than wall
+time on a shared machine: its CPU time per request (``INFO cpu``) and, from
+``INFO commandstats``, the calls and ``usec_per_call`` of each command run
+in that phase (``evalsha`` is the add-on's ``frontier.lua``; the commands a
+script runs are counted under their own names as well, so the lines do not
+add up). ``--baseline DIR`` adds ``aopic-redis@base``: the Redis backend of
+another checkout (``git archive <commit> | tar -x -C DIR``), run in the
+same session, interleaved, ``--rounds`` times, for before / after ratios.
 """
 
 from __future__ import annotations
@@ -81,6 +92,37 @@ def _redis_memory(redis_url: str | None) -> int:
     return int(redis.Redis.from_url(redis_url).info("memory")["used_memory"])
 
 
+def _server_snapshot(redis_url: str | None) -> dict | None:
+    """The Redis server's CPU seconds and per-command ``(calls, usec)``."""
+    if redis_url is None:
+        return None
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    cpu = client.info("cpu")
+    stats = client.info("commandstats")
+    client.close()
+    commands = {}
+    for name, values in stats.items():
+        name = name.removeprefix("cmdstat_")
+        if name != "info":
+            commands[name] = (int(values["calls"]), int(values["usec"]))
+    return {"cpu": float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), "commands": commands}
+
+
+def _server_phase(before: dict | None, after: dict | None, requests: int) -> dict | None:
+    """What the server did between two snapshots: CPU µs per request and,
+    per command, calls per request and µs per call."""
+    if before is None or after is None:
+        return None
+    commands = {}
+    for name, (calls, usec) in after["commands"].items():
+        calls0, usec0 = before["commands"].get(name, (0, 0))
+        if calls > calls0:
+            commands[name] = ((calls - calls0) / requests, (usec - usec0) / (calls - calls0))
+    return {"cpu_us": (after["cpu"] - before["cpu"]) / requests * 1e6, "commands": commands}
+
+
 def _scheduler(kind: str, redis_url: str | None = None):
     from scrapy import Spider
     from scrapy.utils.test import get_crawler
@@ -126,10 +168,12 @@ def fill_drain(kind: str, size: int, hosts: int, redis_url: str | None) -> dict:
     clock = _clock(kind)
     scheduler, _ = _scheduler(kind, redis_url)
     base = _rss() + _redis_memory(redis_url)
+    server0 = _server_snapshot(redis_url)
     start = clock()
     for i in range(size):
         scheduler.enqueue_request(Request(_url(i, hosts)))
     enqueue_s = clock() - start
+    server1 = _server_snapshot(redis_url)
     rss = _rss() + _redis_memory(redis_url) - base
     assert len(scheduler) == size, (len(scheduler), size)
     count = min(size, DRAIN_SAMPLE)
@@ -143,11 +187,16 @@ def fill_drain(kind: str, size: int, hosts: int, redis_url: str | None) -> dict:
         assert request is not None
         in_flight.append(request)
     dequeue_s = clock() - start
+    server2 = _server_snapshot(redis_url)
     scheduler.close("finished")
     return {
         "enqueue_us": enqueue_s / size * 1e6,
         "dequeue_us": dequeue_s / count * 1e6,
         "bytes_per_url": rss / size,
+        "server": {
+            "enqueue": _server_phase(server0, server1, size),
+            "next": _server_phase(server1, server2, count),
+        },
     }
 
 
@@ -165,6 +214,7 @@ def crawl_loop(kind: str, pages: int, hosts: int, redis_url: str | None) -> dict
     known = hosts
     body = b"<html></html>"
     clock = _clock(kind)
+    server0 = _server_snapshot(redis_url)
     start = clock()
     for _ in range(pages):
         request = scheduler.next_request()
@@ -185,12 +235,16 @@ def crawl_loop(kind: str, pages: int, hosts: int, redis_url: str | None) -> dict
             for link in links:
                 scheduler.enqueue_request(link)
     elapsed = clock() - start
+    server1 = _server_snapshot(redis_url)
     scheduler.close("finished")
-    return {"page_us": elapsed / pages * 1e6}
+    return {"page_us": elapsed / pages * 1e6, "server_crawl": _server_phase(server0, server1, pages)}
 
 
 def run_one(kind: str, size: int, hosts: int) -> dict:
-    result = {"kind": kind, "size": size, "hosts": hosts}
+    import scrapy_aopic
+
+    # which checkout's package ran (--baseline checks it)
+    result = {"kind": kind, "size": size, "hosts": hosts, "code": scrapy_aopic.__file__}
     if not kind.endswith("-redis"):
         result.update(fill_drain(kind, size, hosts, None))
         result.update(crawl_loop(kind, min(size // 10, 20_000), hosts, None))
@@ -207,15 +261,50 @@ def run_one(kind: str, size: int, hosts: int) -> dict:
     return result
 
 
+BASE = "aopic-redis@base"
+
+
+def _run_child(kind: str, size: int, hosts: int, baseline: str | None) -> dict:
+    command = [sys.executable, __file__, "--one", kind.split("@")[0], str(size), str(hosts)]
+    if kind == BASE:
+        command += ["--code", baseline]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    if kind == BASE and not Path(result["code"]).resolve().is_relative_to(Path(baseline).resolve()):
+        raise SystemExit(f"the baseline ran {result['code']}, not the checkout in {baseline}")
+    return result
+
+
+def _print_server(size: int, kind: str, result: dict) -> None:
+    phases = {**result.get("server", {}), "crawl": result.get("server_crawl")}
+    for phase, figures in phases.items():
+        if not figures:
+            continue
+        top = sorted(figures["commands"].items(), key=lambda item: -item[1][0] * item[1][1])[:6]
+        listed = ", ".join(f"{name} {calls:.2f}x {usec:.1f}" for name, (calls, usec) in top)
+        print(f"{size:>9} {kind:<12}   server {phase:<7} CPU {figures['cpu_us']:6.1f} µs/request; "
+              f"calls per request x µs per call: {listed}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--hosts", type=int, default=5000)
     parser.add_argument("--redis", action="store_true",
                         help="also scrapy-redis and scrapy-aopic's Redis backend (a redis-server each)")
+    parser.add_argument("--kinds", nargs="+", choices=["scrapy", "aopic", "scrapy-redis", "aopic-redis"],
+                        help="only these configurations (default: all, the Redis ones with --redis)")
+    parser.add_argument("--commandstats", action="store_true",
+                        help="print the Redis server's CPU per request and INFO commandstats per phase")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="also run the Redis backend of the checkout in DIR (aopic-redis@base)")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat every size, interleaved")
     parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
+        if args.code:
+            sys.path.insert(0, str(Path(args.code).resolve()))
         kind, size, hosts = args.one
         print(json.dumps(run_one(kind, int(size), int(hosts))))
         return
@@ -223,28 +312,33 @@ def main() -> None:
           f"(CPU time; wall time with Redis)")
     header = f"{'URLs':>9} {'scheduler':<12} {'enqueue µs':>11} {'next µs':>9} {'B/pending URL':>14} {'crawl loop µs/page':>19}"
     print(header)
-    kinds = ["scrapy", "aopic"] + (["scrapy-redis", "aopic-redis"] if args.redis else [])
+    kinds = args.kinds or (["scrapy", "aopic"] + (["scrapy-redis", "aopic-redis"] if args.redis else []))
+    if args.baseline:
+        kinds = kinds + [BASE]
+    pairs = dict(PAIRS, **{BASE: "scrapy-redis"})
     for size in args.sizes:
-        rows = {}
-        for kind in kinds:
-            out = subprocess.run(
-                [sys.executable, __file__, "--one", kind, str(size), str(args.hosts)],
-                check=True, capture_output=True, text=True,
-            ).stdout
-            rows[kind] = json.loads(out.strip().splitlines()[-1])
-            r = rows[kind]
-            print(f"{size:>9} {kind:<12} {r['enqueue_us']:>11.1f} {r['dequeue_us']:>9.1f} "
-                  f"{r['bytes_per_url']:>14.0f} {r['page_us']:>19.1f}", flush=True)
-        for ours, theirs in PAIRS.items():
-            if ours not in rows:
-                continue
-            a, s = rows[ours], rows[theirs]
-            print(f"{size:>9} {'ratio':<12} {a['enqueue_us'] / s['enqueue_us']:>11.2f} "
-                  f"{a['dequeue_us'] / s['dequeue_us']:>9.3f} {a['bytes_per_url'] / s['bytes_per_url']:>14.2f} "
-                  f"{a['page_us'] / s['page_us']:>19.2f}")
-            per_request = (a["enqueue_us"] + a["dequeue_us"]) / (s["enqueue_us"] + s["dequeue_us"])
-            print(f"{size:>9} {'':<12} enqueue+next per request: {ours} / {theirs} = {per_request:.3f}",
-                  flush=True)
+        for _ in range(args.rounds):
+            rows = {}
+            for kind in kinds:
+                rows[kind] = r = _run_child(kind, size, args.hosts, args.baseline)
+                print(f"{size:>9} {kind:<12} {r['enqueue_us']:>11.1f} {r['dequeue_us']:>9.1f} "
+                      f"{r['bytes_per_url']:>14.0f} {r['page_us']:>19.1f}", flush=True)
+                if args.commandstats:
+                    _print_server(size, kind, r)
+            for ours, theirs in pairs.items():
+                if ours not in rows or theirs not in rows:
+                    continue
+                a, s = rows[ours], rows[theirs]
+                print(f"{size:>9} {'ratio':<12} {a['enqueue_us'] / s['enqueue_us']:>11.2f} "
+                      f"{a['dequeue_us'] / s['dequeue_us']:>9.3f} {a['bytes_per_url'] / s['bytes_per_url']:>14.2f} "
+                      f"{a['page_us'] / s['page_us']:>19.2f}")
+                per_request = (a["enqueue_us"] + a["dequeue_us"]) / (s["enqueue_us"] + s["dequeue_us"])
+                line = f"enqueue+next per request: {ours} / {theirs} = {per_request:.3f}"
+                if args.commandstats and a.get("server", {}).get("next") and s.get("server", {}).get("next"):
+                    cpu = ((a["server"]["enqueue"]["cpu_us"] + a["server"]["next"]["cpu_us"])
+                           / (s["server"]["enqueue"]["cpu_us"] + s["server"]["next"]["cpu_us"]))
+                    line += f"; Redis CPU {cpu:.3f}"
+                print(f"{size:>9} {'':<12} {line}", flush=True)
 
 
 if __name__ == "__main__":

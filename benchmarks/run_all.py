@@ -40,6 +40,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "redis": ("bench_redis.py", [], ["--runs", "1"]),
     "redis-cluster": ("bench_redis_cluster.py", ["--cycles", "4000", "--rounds", "8"],
                       ["--cycles", "1200", "--rounds", "4", "--memory", "20000"]),
+    "redis-script": ("bench_redis_script.py", [], ["--rounds", "1", "--pops", "1000"]),
     "recrawl": ("bench_recrawl.py", [], ["--no-sweep", "--no-sensitivity"]),
 }
 

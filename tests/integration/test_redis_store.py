@@ -271,6 +271,56 @@ def test_pop_visits_lambda_when_due_in_the_same_call(store):
     assert_balanced(store)
 
 
+def _commands_run(client, action) -> dict[str, int]:
+    """Calls per Redis command while ``action`` runs (INFO commandstats;
+    the commands a script runs count under their own names)."""
+    def snapshot():
+        return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in client.info("commandstats").items()}
+
+    before = snapshot()
+    action()
+    after = snapshot()
+    return {name: calls - before.get(name, 0) for name, calls in after.items()
+            if calls > before.get(name, 0) and name != "info"}
+
+
+def test_registering_a_known_url_reads_no_totals(store, redis_server):
+    """Most links a crawl registers are known already: that costs one read
+    of the account, not the frontier's totals (which every op read before)."""
+    store.inject(link("http://a.test/1"), 1.0)
+    store.register(link("http://a.test/2"))
+    client = redis.Redis.from_url(redis_server.url)
+    run = _commands_run(client, lambda: [store.register(link(f"http://a.test/{i % 2 + 1}")) for i in range(10)])
+    assert run.get("hgetall", 0) == 0 and run.get("hmget", 0) == 0
+    assert run.get("hget") == 10 and run.get("evalsha") == 10
+    assert not ({"hset", "zadd", "hincrby"} & set(run))  # nothing written
+    # a new URL reads them (one HMGET) and counts itself
+    run = _commands_run(client, lambda: store.register(link("http://a.test/3")))
+    assert run.get("hmget") == 1 and store.totals().known == 3 and store.totals().pending == 3
+    assert_balanced(store)
+
+
+def test_a_pop_reads_the_richest_head_once(store, redis_server):
+    """Lambda's check, the min-share floor and the pop itself look at the
+    same host order, queue head and account: each is read once per pop."""
+    for i in range(6):
+        store.inject(link(f"http://h{i % 3}.test/{i}"), 1.0 + i)
+    lease = store.pop()
+    store.settle_visit(lease.url, lease.lease_id, 1.0, 0.0, [])  # lambda holds 6.0: due
+    client = redis.Redis.from_url(redis_server.url)
+    leases = []
+    run = _commands_run(client, lambda: leases.append(store.pop(min_share=0.5, visit_lambda=True)))
+    assert store.last_lambda_payout == 6.0 and leases[0] is not None
+    # the host order once, the queue head before and after the pop once each
+    assert run.get("zrange") == 3, run
+    # the popped account once, its stored request once, the host's lease count once
+    assert run.get("hget") == 3, run
+    assert leases[0].url == "http://h1.test/4" and leases[0].cash == pytest.approx(5.0 + 6.0 / 5)
+    store.settle_visit(leases[0].url, leases[0].lease_id, leases[0].cash, 0.0, [])
+    assert_balanced(store)
+    assert_queues_consistent(store)
+
+
 def test_request_data_round_trips_as_json(store, redis_server):
     request = {"url": "http://a.test/form", "method": "POST", "body": {"__b64__": "eD0x"}, "meta": {"k": [1, 2]}}
     store.inject(link("http://a.test/form", request=request), 1.0)

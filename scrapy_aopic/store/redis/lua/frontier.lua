@@ -38,39 +38,52 @@ local CORRUPT = {}
 local function corrupt(what) CORRUPT[#CORRUPT + 1] = what end
 
 -- totals ---------------------------------------------------------------
-local FIELDS = {'injected', 'lambda_cash', 'lambda_history', 'in_flight',
-  'history_sum', 'lambda_visits', 'visits', 'known', 'pending', 'leased',
-  'crawled', 'dividend', 'next_seq', 'next_lease'}
-local T, T0 = {}, {}
-do
-  local raw = redis.call('HGETALL', K_TOT)
-  for i = 1, #raw, 2 do T[raw[i]] = tonumber(raw[i + 1]) end
-  for _, f in ipairs(FIELDS) do
-    if T[f] == nil then T[f] = 0 end
-    T0[f] = T[f]
-  end
+-- Read with one HMGET into a table built by one constructor (its size known
+-- at once: no rehash as fields arrive), by every op but 'register', which
+-- needs them only for a new URL and reads them then (load_totals): most
+-- links registered are known already.
+local T, T0 = nil, nil
+local function load_totals()
+  if T then return end
+  T0 = redis.call('HMGET', K_TOT, 'injected', 'lambda_cash', 'lambda_history',
+    'in_flight', 'history_sum', 'lambda_visits', 'visits', 'known', 'pending',
+    'leased', 'crawled', 'dividend', 'next_seq', 'next_lease')
+  for i = 1, 14 do T0[i] = tonumber(T0[i]) or 0 end
+  T = {injected = T0[1], lambda_cash = T0[2], lambda_history = T0[3],
+    in_flight = T0[4], history_sum = T0[5], lambda_visits = T0[6], visits = T0[7],
+    known = T0[8], pending = T0[9], leased = T0[10], crawled = T0[11],
+    dividend = T0[12], next_seq = T0[13], next_lease = T0[14]}
 end
+-- ('ack' and 'outbox', of a sharded frontier's outbox, touch no total)
+if OP ~= 'register' and OP ~= 'ping' and OP ~= 'ack' and OP ~= 'outbox' then load_totals() end
+
 -- write back the totals that changed
 local function save_totals()
+  if not T then return end
   local args = {}
-  for _, f in ipairs(FIELDS) do
-    if T[f] ~= T0[f] then
+  local function put(i, f)
+    local v = T[f]
+    if v ~= T0[i] then
       args[#args + 1] = f
-      args[#args + 1] = fmt(T[f])
+      args[#args + 1] = fmt(v)
     end
   end
+  put(1, 'injected'); put(2, 'lambda_cash'); put(3, 'lambda_history')
+  put(4, 'in_flight'); put(5, 'history_sum'); put(6, 'lambda_visits')
+  put(7, 'visits'); put(8, 'known'); put(9, 'pending'); put(10, 'leased')
+  put(11, 'crawled'); put(12, 'dividend'); put(13, 'next_seq'); put(14, 'next_lease')
   if #args > 0 then redis.call('HSET', K_TOT, unpack(args)) end
 end
 
-local function server_now(arg)
-  if arg ~= nil and arg ~= '' then return tonumber(arg) end
-  local t = redis.call('TIME')
-  return tonumber(t[1]) + tonumber(t[2]) / 1000000
-end
-
 -- accounts -------------------------------------------------------------
+-- The last record read or written (LAST): the richest URL, the head of its
+-- host's queue and the entry popped are often one account, read once so.
+-- Every change to a loaded table is followed by save(), which keeps LAST
+-- and Redis the same.
+local LAST = nil
 -- load: a table, nil (unknown) or false (record unreadable: hostile data)
 local function load(url)
+  if LAST and LAST.url == url then return LAST end
   local raw = redis.call('HGET', K_ACCT, url)
   if not raw then return nil end
   if #raw < REC_SIZE then corrupt(url); return false end
@@ -78,17 +91,17 @@ local function load(url)
   if not ok or st > ALIAS or cash ~= cash or mark ~= mark or hist ~= hist then
     corrupt(url); return false
   end
-  return {url = url, state = st, flags = fl, cash = cash, mark = mark,
+  LAST = {url = url, state = st, flags = fl, cash = cash, mark = mark,
     history = hist, lv = lv, seq = seq, visits = visits, depth = depth,
     host = string.sub(raw, pos)}
+  return LAST
 end
 
 local function save(a)
   redis.call('HSET', K_ACCT, a.url, struct.pack(REC, a.state, a.flags, a.cash,
     a.mark, a.history, a.lv, a.seq, a.visits, a.depth) .. a.host)
+  LAST = a
 end
-
-local function member(a) return struct.pack('>I8', a.seq) .. a.url end
 
 local function is_target(a)
   local s = a.state
@@ -112,6 +125,24 @@ end
 -- best entry, member seq8 .. host; K_HADV remembers what was advertised
 -- (seq8 .. score), read once per script per host (ADV)
 local ADV = {}
+-- Reads of the host order and of a host's queue head, kept for the rest of
+-- the run (lambda's check, the min-share floor and the pop itself look at
+-- the same head): every write to K_HOSTS or a queue drops what it changed.
+local TOP_HOSTS = nil  -- the first TOP_SIZE members of K_HOSTS
+local TOP_SIZE = 4
+local HEADS = {}  -- host -> {member, score text} of its queue's head, or false
+local function read_head(host)
+  local top = redis.call('ZRANGE', QP .. host, 0, 0, 'WITHSCORES')
+  return #top > 0 and top
+end
+local function head(host)
+  local h = HEADS[host]
+  if h == nil then
+    h = read_head(host)
+    HEADS[host] = h
+  end
+  return h
+end
 local function adv_of(host)
   local v = ADV[host]
   if v == nil then
@@ -128,16 +159,20 @@ end
 
 local function advertise(host, seq8, score_text)
   redis.call('ZADD', K_HOSTS, score_text, seq8 .. host)
+  TOP_HOSTS = nil
   redis.call('HSET', K_HADV, host, seq8 .. score_text)
   ADV[host] = {seq8 = seq8, score = tonumber(score_text)}
 end
 
+-- (a head read here is not kept: the hosts re-advertised at the end of a
+-- visit are many and not read again)
 local function refresh_host(host)
-  local top = redis.call('ZRANGE', QP .. host, 0, 0, 'WITHSCORES')
+  local top = HEADS[host]
+  if top == nil then top = read_head(host) end
   local old = adv_of(host)
-  if #top == 0 then
+  if not top then
     if old then
-      redis.call('ZREM', K_HOSTS, old.seq8 .. host)
+      redis.call('ZREM', K_HOSTS, old.seq8 .. host); TOP_HOSTS = nil
       redis.call('HDEL', K_HADV, host)
       ADV[host] = false
     end
@@ -145,7 +180,7 @@ local function refresh_host(host)
   end
   local seq8 = string.sub(top[1], 1, 8)
   if old and old.seq8 == seq8 and old.score == tonumber(top[2]) then return end
-  if old and old.seq8 ~= seq8 then redis.call('ZREM', K_HOSTS, old.seq8 .. host) end
+  if old and old.seq8 ~= seq8 then redis.call('ZREM', K_HOSTS, old.seq8 .. host); TOP_HOSTS = nil end
   advertise(host, seq8, top[2])
 end
 
@@ -166,6 +201,7 @@ local function push(a)
   local score = a.mark - a.cash
   local seq8 = struct.pack('>I8', a.seq)
   redis.call('ZADD', QP .. host, fmt(score), seq8 .. a.url)
+  HEADS[host] = nil
   if DIRTY[host] then return end
   local adv = adv_of(host)
   -- (sequence numbers compared as numbers: Lua compares strings with strcoll)
@@ -178,6 +214,7 @@ end
 local function unpush(a)
   local seq8 = struct.pack('>I8', a.seq)
   redis.call('ZREM', QP .. a.host, seq8 .. a.url)
+  HEADS[a.host] = nil
   if DIRTY[a.host] then return end
   local adv = adv_of(a.host)
   if not adv or adv.seq8 == seq8 then DIRTY[a.host] = true end
@@ -229,6 +266,107 @@ end
 
 local function to_lambda(amount) T.lambda_cash = T.lambda_cash + amount end
 
+-- ops, in three groups ---------------------------------------------------
+-- Each op returns as soon as the functions it needs are defined: a run
+-- creates every function defined above its op (Redis 6 keeps nothing from
+-- one run to the next) and each costs an allocation and collector work, so
+-- the ops that register URLs come first, then selection and leases, then
+-- settlements, the cross-shard ones of a sharded frontier among them (each
+-- after the helpers it uses; 'ack' uses none and comes first).
+
+-- write back the host order and the totals; the reply: {result, unreadable record...}
+local function done(result)
+  flush_hosts()
+  save_totals()
+  if result == nil then result = false end
+  return {result, unpack(CORRUPT)}
+end
+
+if OP == 'ping' then
+  return {1}
+end
+
+if OP == 'ack' then
+  -- outbox entries delivered: removed (an entry already removed is ignored);
+  -- see 'Cross-shard credits' below
+  return done(redis.call('ZREM', P .. ':out', unpack(ARGV, A)))
+end
+
+if OP == 'inject' then
+  -- url host depth req cash
+  local result
+  local url = ARGV[A]
+  if redis.call('HEXISTS', K_ACCT, url) == 1 then
+    result = 0
+  else
+    local cash = tonumber(ARGV[A + 4])
+    T.injected = T.injected + cash
+    new_account(url, ARGV[A + 1], tonumber(ARGV[A + 2]), ARGV[A + 3], cash, true)
+    result = 1
+  end
+  return done(result)
+end
+
+if OP == 'register' then
+  -- url host depth req -> previous state, or -1 when new
+  local result
+  local lurl, depth = ARGV[A], tonumber(ARGV[A + 2])
+  local url, a = resolve(lurl)
+  if a == nil then
+    if url == lurl then
+      load_totals()
+      new_account(lurl, ARGV[A + 1], depth, ARGV[A + 3], 0, true)
+      result = -1
+    else
+      result = ALIAS
+    end
+  elseif a == false then
+    result = REFUSED
+  else
+    if depth < a.depth then a.depth = depth; save(a) end
+    result = a.state
+  end
+  return done(result)
+end
+
+if OP == 'repend' then
+  -- url host depth req
+  local result
+  local url, a, ok = resolve(ARGV[A])
+  if not ok or not a or (a.state ~= CRAWLED and a.state ~= FAILED) then
+    result = 0
+  else
+    if ARGV[A + 3] ~= '' then redis.call('HSET', K_REQ, url, ARGV[A + 3]) end
+    set_state(a, PENDING)
+    save(a)
+    push(a)
+    result = 1
+  end
+  return done(result)
+end
+
+if OP == 'refuse' then
+  -- url host depth
+  local url = ARGV[A]
+  local a = load(url)
+  if a == nil then a = new_account(url, ARGV[A + 1], tonumber(ARGV[A + 2]), '', 0, false) end
+  if a and (a.state == PENDING or a.state == CRAWLED or a.state == FAILED) then
+    if a.state == PENDING then unpush(a) end
+    set_state(a, REFUSED)
+    to_lambda(a.cash)
+    a.cash = 0
+    save(a)
+  end
+  return done(0)
+end
+
+-- leases ---------------------------------------------------------------
+local function server_now(arg)
+  if arg ~= nil and arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+
 -- An account whose record is unreadable, met at the head of its queue. The
 -- queue score still tells its cash (the score is mark - cash, so the cash
 -- with its lambda dividend is dividend - score): it goes to lambda, and the
@@ -246,24 +384,6 @@ local function write_off(url, host, score)
     history = 0, lv = 0, seq = 0, visits = 0, depth = 0, host = host})
 end
 
-local function credit(lurl, host, depth, req, amount)
-  local url, a, ok = resolve(lurl)
-  if not ok or a == false then to_lambda(amount); return end
-  if a == nil then
-    if url ~= lurl then to_lambda(amount); return end
-    new_account(lurl, host, depth, req, amount, true)
-    return
-  end
-  local state = a.state
-  if state == REFUSED or state == FAILED then to_lambda(amount); return end
-  local changed = false
-  if amount ~= 0 then a.cash = a.cash + amount; changed = true end
-  if depth < a.depth then a.depth = depth; changed = true end
-  if changed then save(a) end
-  if state == PENDING and amount ~= 0 then push(a) end
-end
-
--- leases ---------------------------------------------------------------
 local function open_lease(a, deadline)
   local before_cash, before_mark, before_flight = a.cash, a.mark, T.in_flight
   set_state(a, LEASED)
@@ -331,26 +451,6 @@ local function requeue(url, id)
   return true
 end
 
--- undo a lease nobody used (the host was not ready after all): the account
--- gets back its exact cash and mark, so its key and place do not move by an
--- ulp; if cash or a payout arrived meanwhile, a plain requeue
-local function unlease(url, id)
-  local a, cash, before = close_lease(url, id)
-  if not a then return false end
-  local exact = a.cash == 0 and before[3] == T.dividend
-  set_state(a, PENDING)
-  if exact then
-    a.cash = before[1]
-    a.mark = before[2]
-    -- no lease opened or closed meanwhile: the total is what it was
-    if before[5] == before[4] + cash then T.in_flight = before[4] end
-  else
-    a.cash = a.cash + cash
-  end
-  save(a)
-  push(a)
-  return true
-end
 
 local function reclaim(now, limit)
   if limit <= 0 then return 0 end
@@ -371,11 +471,11 @@ end
 -- selection ------------------------------------------------------------
 local function richest()
   flush_hosts()
-  local top = redis.call('ZRANGE', K_HOSTS, 0, 0)
+  if TOP_HOSTS == nil then TOP_HOSTS = redis.call('ZRANGE', K_HOSTS, 0, TOP_SIZE - 1) end
+  local top = TOP_HOSTS
   if #top == 0 then return nil end
-  local host = string.sub(top[1], 9)
-  local entry = redis.call('ZRANGE', QP .. host, 0, 0)
-  if #entry == 0 then return nil end
+  local entry = head(string.sub(top[1], 9))
+  if not entry then return nil end
   local url = string.sub(entry[1], 9)
   local a = load(url)
   if not a then return nil end
@@ -404,8 +504,8 @@ end
 
 -- lease the richest pending URL of a host not excluded and under the cap
 local function head_cash(host)
-  local entry = redis.call('ZRANGE', QP .. host, 0, 0)
-  if #entry == 0 then return nil end
+  local entry = head(host)
+  if not entry then return nil end
   local a = load(string.sub(entry[1], 9))
   if not a then return nil end
   return effective(a)
@@ -415,11 +515,17 @@ end
 -- min_share times the richest pending URL's cash (MemoryStore.pop)
 local function pop(cap, deadline, excluded, min_share)
   flush_hosts()
-  local offset, size = 0, 4  -- the first host almost always qualifies
+  local offset, size = 0, TOP_SIZE  -- the first host almost always qualifies
   local repairs = 0
   local floor = nil
   while true do
-    local batch = redis.call('ZRANGE', K_HOSTS, offset, offset + size - 1)
+    local batch
+    if offset > 0 then
+      batch = redis.call('ZRANGE', K_HOSTS, offset, offset + size - 1)
+    else
+      if TOP_HOSTS == nil then TOP_HOSTS = redis.call('ZRANGE', K_HOSTS, 0, TOP_SIZE - 1) end
+      batch = TOP_HOSTS
+    end
     if #batch == 0 then return nil end
     local rescan = false
     for _, m in ipairs(batch) do
@@ -437,14 +543,15 @@ local function pop(cap, deadline, excluded, min_share)
       if not excluded[host] and (cap <= 0 or (tonumber(redis.call('HGET', K_HBUSY, host)) or 0) < cap) then
         local q = QP .. host
         local top = redis.call('ZPOPMIN', q)
+        HEADS[host] = nil
         if #top > 0 then
           local url = string.sub(top[1], 9)
           local a = load(url)
           if a and a.state == PENDING and a.host == host then
             -- advertise the host's next entry in place of ``m``
-            local nxt = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
-            redis.call('ZREM', K_HOSTS, m)
-            if #nxt == 0 then
+            local nxt = head(host)
+            redis.call('ZREM', K_HOSTS, m); TOP_HOSTS = nil
+            if not nxt then
               redis.call('HDEL', K_HADV, host)
               ADV[host] = false
             else
@@ -462,7 +569,7 @@ local function pop(cap, deadline, excluded, min_share)
         ADV[host] = nil  -- reread: the advertisement may be what is wrong
         refresh_host(host)
         local adv = adv_of(host)
-        if not adv or adv.seq8 .. host ~= m then redis.call('ZREM', K_HOSTS, m) end
+        if not adv or adv.seq8 .. host ~= m then redis.call('ZREM', K_HOSTS, m); TOP_HOSTS = nil end
         repairs = repairs + 1
         rescan = true
         break
@@ -478,135 +585,8 @@ local function pop(cap, deadline, excluded, min_share)
   end
 end
 
--- settling -------------------------------------------------------------
--- close the lease of a visited page: the account is CRAWLED with its new
--- history; the lease's cash, or nil for a stale lease
-local function visited(url, id, history, lv)
-  local a, cash = close_lease(url, id)
-  if not a then return nil end
-  set_state(a, CRAWLED)
-  T.history_sum = T.history_sum + (history - a.history)
-  a.history = history
-  a.lv = lv
-  if a.flags % 2 == 0 then a.flags = a.flags + 1 end
-  a.visits = a.visits + 1
-  T.visits = T.visits + 1
-  save(a)  -- before the credits: one may reach this account through an alias
-  return cash
-end
-
--- the credits (url host depth req amount) in ARGV[first..last]; their sum
-local function credit_all(first, last)
-  local paid = 0
-  for i = first, last, 5 do
-    local amount = tonumber(ARGV[i + 4])
-    paid = paid + amount
-    credit(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], amount)
-  end
-  return paid
-end
-
--- the leased ``url`` becomes an ALIAS of ``turl``: the cash to pass on and
--- the alias's depth, or nil for a stale lease
-local function make_alias(url, id, turl)
-  local a, cash = close_lease(url, id)
-  if not a then return nil end
-  set_state(a, ALIAS)
-  local amount = cash + a.cash
-  a.cash = 0
-  redis.call('HSET', K_ALIAS, url, turl)
-  redis.call('HDEL', K_REQ, url)
-  save(a)
-  return amount, a.depth
-end
-
--- Cross-shard credits (a frontier sharded over a Redis Cluster, one such
--- frontier per shard; see store/redis/cluster.py). The credits ``parts``
--- (url host depth req amount, ...) for accounts of shard ``dest`` leave
--- this shard's books (tot field 'xsent') into its outbox P:out: a sorted
--- set by sequence number (tot 'xseq'), member seq (8 bytes) .. dest (4
--- bytes) .. the credits (msgpack: strings, amounts in decimal as they
--- came). A worker delivers them with 'receive' on shard ``dest``, which
--- adds them to its 'xrecv' and remembers the last sequence applied per
--- source (P:xin), then removes them here ('ack'): a delivery repeated
--- after a crash is a no-op. Each shard balances on its own: accounts +
--- lambda + in flight == injected + xrecv - xsent. An entry whose url is ''
--- credits the destination's lambda (see 'lambda_send'). Returns the
--- amount sent.
-local function send_parts(dest, parts)
-  local amount = 0
-  for i = 5, #parts, 5 do amount = amount + tonumber(parts[i]) end
-  T.xseq = (T.xseq or 0) + 1
-  T.xsent = (T.xsent or 0) + amount
-  redis.call('HSET', K_TOT, 'xseq', T.xseq, 'xsent', fmt(T.xsent))
-  redis.call('ZADD', P .. ':out', T.xseq,
-    struct.pack('>I8I4', T.xseq, tonumber(dest)) .. cmsgpack.pack(parts))
-  return amount
-end
-
--- the credits in ARGV[first..last]
-local function send(dest, first, last)
-  local parts = {}
-  for i = first, last do parts[#parts + 1] = ARGV[i] end
-  return send_parts(dest, parts)
-end
-
--- The first ``n`` entries of the outbox, oldest first: a deliverer always
--- delivers a prefix of the outbox, in order (never only the entries it sent
--- itself), which is what makes the per-source last sequence on the
--- receiving side a sound guard: an entry skipped there was applied, in the
--- same script, before a later one of the same prefix.
-local function outbox_head(n)
-  return redis.call('ZRANGE', P .. ':out', 0, n - 1)
-end
-
--- ops ------------------------------------------------------------------
-local result
-
-if OP == 'inject' then
-  -- url host depth req cash
-  local url = ARGV[A]
-  if redis.call('HEXISTS', K_ACCT, url) == 1 then
-    result = 0
-  else
-    local cash = tonumber(ARGV[A + 4])
-    T.injected = T.injected + cash
-    new_account(url, ARGV[A + 1], tonumber(ARGV[A + 2]), ARGV[A + 3], cash, true)
-    result = 1
-  end
-
-elseif OP == 'register' then
-  -- url host depth req -> previous state, or -1 when new
-  local lurl, depth = ARGV[A], tonumber(ARGV[A + 2])
-  local url, a = resolve(lurl)
-  if a == nil then
-    if url == lurl then
-      new_account(lurl, ARGV[A + 1], depth, ARGV[A + 3], 0, true)
-      result = -1
-    else
-      result = ALIAS
-    end
-  elseif a == false then
-    result = REFUSED
-  else
-    if depth < a.depth then a.depth = depth; save(a) end
-    result = a.state
-  end
-
-elseif OP == 'repend' then
-  -- url host depth req
-  local url, a, ok = resolve(ARGV[A])
-  if not ok or not a or (a.state ~= CRAWLED and a.state ~= FAILED) then
-    result = 0
-  else
-    if ARGV[A + 3] ~= '' then redis.call('HSET', K_REQ, url, ARGV[A + 3]) end
-    set_state(a, PENDING)
-    save(a)
-    push(a)
-    result = 1
-  end
-
-elseif OP == 'pop' then
+-- selection and lease ops
+if OP == 'pop' then
   -- cap timeout reclaim-limit now visit-lambda min-share token excluded-host...
   -- -> {lease or false, lambda payout, pending count, leases reclaimed}
   -- token 'worker:seq' (or ''): a pop resent after its reply was lost (a
@@ -651,8 +631,9 @@ elseif OP == 'pop' then
   local reply = lease_reply(lease, paid, reclaimed)
   for _, what in ipairs(CORRUPT) do reply[#reply + 1] = what end
   return reply
+end
 
-elseif OP == 'take' then
+if OP == 'take' then
   -- url timeout now
   local a = load(ARGV[A])
   local lease = nil
@@ -665,39 +646,35 @@ elseif OP == 'take' then
   local reply = lease_reply(lease, 0, 0)
   for _, what in ipairs(CORRUPT) do reply[#reply + 1] = what end
   return reply
+end
 
-elseif OP == 'visit_lambda' then
-  result = fmt(visit_lambda())
+if OP == 'peek' then
+  local url, cash = richest()
+  local reply = {url or false, cash and fmt(cash) or false}
+  for _, what in ipairs(CORRUPT) do reply[#reply + 1] = what end
+  return reply
+end
 
-elseif OP == 'settle_visit' then
-  -- url id history visited_at, then (url host depth req amount) per credit
-  local cash = visited(ARGV[A], tonumber(ARGV[A + 1]), tonumber(ARGV[A + 2]), tonumber(ARGV[A + 3]))
-  if not cash then
-    result = 0
-  else
-    to_lambda(cash - credit_all(A + 4, #ARGV))
-    result = 1
-  end
+if OP == 'reclaim' then
+  -- now limit
+  local result = reclaim(server_now(ARGV[A]), tonumber(ARGV[A + 1]))
+  return done(result)
+end
 
-elseif OP == 'settle_visit_x' then
-  -- url id history visited_at ndest, then per destination shard: shard n
-  -- and n credits (url host depth req amount), then the local credits
-  local cash = visited(ARGV[A], tonumber(ARGV[A + 1]), tonumber(ARGV[A + 2]), tonumber(ARGV[A + 3]))
-  if not cash then
-    result = 0
-  else
-    local i, sent = A + 5, 0
-    for _ = 1, tonumber(ARGV[A + 4]) do
-      local n = tonumber(ARGV[i + 1])
-      sent = sent + send(ARGV[i], i + 2, i + 1 + 5 * n)
-      i = i + 2 + 5 * n
-    end
-    to_lambda(cash - credit_all(i, #ARGV) - sent)
-    result = {1, unpack(outbox_head(64))}
-  end
+if OP == 'visit_lambda' then
+  local result = fmt(visit_lambda())
+  return done(result)
+end
 
-elseif OP == 'settle_failure' then
+if OP == 'settle_requeue' then
+  local result
+  if requeue(ARGV[A], tonumber(ARGV[A + 1])) then result = 1 else result = 0 end
+  return done(result)
+end
+
+if OP == 'settle_failure' then
   -- url id refuse
+  local result
   local a, cash = close_lease(ARGV[A], tonumber(ARGV[A + 1]))
   if not a then
     result = 0
@@ -708,70 +685,35 @@ elseif OP == 'settle_failure' then
     save(a)
     result = 1
   end
+  return done(result)
+end
 
-elseif OP == 'settle_transfer' then
-  -- url id target-url target-host target-depth target-req
-  local url, turl = ARGV[A], ARGV[A + 2]
-  if turl == url then
-    -- a retry: requeue, keeping the new request (its retry count) if any
-    if requeue(url, tonumber(ARGV[A + 1])) then
-      if ARGV[A + 5] ~= '' then redis.call('HSET', K_REQ, url, ARGV[A + 5]) end
-      result = 1
-    else
-      result = 0
-    end
-  else
-    local amount, depth = make_alias(url, tonumber(ARGV[A + 1]), turl)
-    if not amount then
-      result = 0
-    else
-      credit(turl, ARGV[A + 3], math.min(tonumber(ARGV[A + 4]), depth), ARGV[A + 5], amount)
-      result = 1
-    end
+-- settlements ----------------------------------------------------------
+local function credit(lurl, host, depth, req, amount)
+  local url, a, ok = resolve(lurl)
+  if not ok or a == false then to_lambda(amount); return end
+  if a == nil then
+    if url ~= lurl then to_lambda(amount); return end
+    new_account(lurl, host, depth, req, amount, true)
+    return
   end
+  local state = a.state
+  if state == REFUSED or state == FAILED then to_lambda(amount); return end
+  local changed = false
+  if amount ~= 0 then a.cash = a.cash + amount; changed = true end
+  if depth < a.depth then a.depth = depth; changed = true end
+  if changed then save(a) end
+  if state == PENDING and amount ~= 0 then push(a) end
+end
 
-elseif OP == 'settle_transfer_x' then
-  -- url id shard target-url target-host target-depth target-req '': the
-  -- target lives on another shard (never the url itself); the amount is
-  -- written in place of the last argument
-  local amount, depth = make_alias(ARGV[A], tonumber(ARGV[A + 1]), ARGV[A + 3])
-  if not amount then
-    result = 0
-  else
-    ARGV[A + 5] = tostring(math.min(tonumber(ARGV[A + 5]), depth))
-    ARGV[A + 7] = fmt(amount)
-    send(ARGV[A + 2], A + 3, A + 7)
-    result = {1, unpack(outbox_head(64))}
-  end
-
-elseif OP == 'lambda_send' then
-  -- (shard amount)...: move up to these amounts of lambda's cash to other
-  -- shards' lambda, through the outbox (never more than lambda holds)
-  -- -> {amount sent, outbox entries...}
-  local sent = 0
-  for i = A, #ARGV - 1, 2 do
-    local amount = math.min(tonumber(ARGV[i + 1]), T.lambda_cash)
-    if amount > 0 then
-      T.lambda_cash = T.lambda_cash - amount
-      sent = sent + send_parts(ARGV[i], {'', '', '0', '', fmt(amount)})
-    end
-  end
-  result = {fmt(sent), unpack(outbox_head(64))}
-
-elseif OP == 'outbox' then
-  -- n -> the first n entries of the outbox
-  result = outbox_head(tonumber(ARGV[A]))
-
-elseif OP == 'ack' then
-  -- outbox entries delivered: removed (an entry already removed is ignored)
-  result = redis.call('ZREM', P .. ':out', unpack(ARGV, A))
-
-elseif OP == 'receive' then
+if OP == 'receive' then
   -- source-shard, then (seq payload) per outbox entry of that source, in
   -- sequence order -> how many were applied (a repeated one is skipped)
+  -- (see 'Cross-shard credits' below)
   local source = ARGV[A]
   local last = tonumber(redis.call('HGET', P .. ':xin', source) or '0') or 0
-  local applied, received = 0, T.xrecv or 0
+  -- ('xrecv' is not among the totals every op reads: read here)
+  local applied, received = 0, tonumber(redis.call('HGET', K_TOT, 'xrecv')) or 0
   for i = A + 1, #ARGV, 2 do
     local seq = tonumber(ARGV[i])
     if seq > last then
@@ -797,36 +739,217 @@ elseif OP == 'receive' then
     redis.call('HSET', P .. ':xin', source, last)
     redis.call('HSET', K_TOT, 'xrecv', fmt(received))
   end
-  result = applied
+  return done(applied)
+end
 
-elseif OP == 'settle_requeue' then
-  if requeue(ARGV[A], tonumber(ARGV[A + 1])) then result = 1 else result = 0 end
+-- close the lease of a visited page: the account is CRAWLED with its new
+-- history; the lease's cash, or nil for a stale lease
+local function visited(url, id, history, lv)
+  local a, cash = close_lease(url, id)
+  if not a then return nil end
+  set_state(a, CRAWLED)
+  T.history_sum = T.history_sum + (history - a.history)
+  a.history = history
+  a.lv = lv
+  if a.flags % 2 == 0 then a.flags = a.flags + 1 end
+  a.visits = a.visits + 1
+  T.visits = T.visits + 1
+  save(a)  -- before the credits: one may reach this account through an alias
+  return cash
+end
 
-elseif OP == 'refuse' then
-  -- url host depth
-  local url = ARGV[A]
-  local a = load(url)
-  if a == nil then a = new_account(url, ARGV[A + 1], tonumber(ARGV[A + 2]), '', 0, false) end
-  if a and (a.state == PENDING or a.state == CRAWLED or a.state == FAILED) then
-    if a.state == PENDING then unpush(a) end
-    set_state(a, REFUSED)
-    to_lambda(a.cash)
-    a.cash = 0
-    save(a)
+-- the credits (url host depth req amount) in ARGV[first..last]; their sum
+local function credit_all(first, last)
+  local paid = 0
+  for i = first, last, 5 do
+    local amount = tonumber(ARGV[i + 4])
+    paid = paid + amount
+    credit(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], amount)
   end
-  result = 0
+  return paid
+end
 
-elseif OP == 'unlease' then
+if OP == 'settle_visit' then
+  -- url id history visited_at, then (url host depth req amount) per credit
+  local result
+  local cash = visited(ARGV[A], tonumber(ARGV[A + 1]), tonumber(ARGV[A + 2]), tonumber(ARGV[A + 3]))
+  if not cash then
+    result = 0
+  else
+    to_lambda(cash - credit_all(A + 4, #ARGV))
+    result = 1
+  end
+  return done(result)
+end
+
+-- Cross-shard credits (a frontier sharded over a Redis Cluster, one such
+-- frontier per shard; see store/redis/cluster.py). The credits ``parts``
+-- (url host depth req amount, ...) for accounts of shard ``dest`` leave
+-- this shard's books (tot field 'xsent') into its outbox P:out: a sorted
+-- set by sequence number (tot 'xseq'), member seq (8 bytes) .. dest (4
+-- bytes) .. the credits (msgpack: strings, amounts in decimal as they
+-- came). A worker delivers them with 'receive' on shard ``dest``, which
+-- adds them to its 'xrecv' and remembers the last sequence applied per
+-- source (P:xin), then removes them here ('ack'): a delivery repeated
+-- after a crash is a no-op. Each shard balances on its own: accounts +
+-- lambda + in flight == injected + xrecv - xsent. An entry whose url is ''
+-- credits the destination's lambda (see 'lambda_send'). Returns the
+-- amount sent. ('xseq' and 'xsent' are not among the totals every op
+-- reads: read here, once per run, by the ops that send.)
+local function send_parts(dest, parts)
+  local amount = 0
+  for i = 5, #parts, 5 do amount = amount + tonumber(parts[i]) end
+  if T.xseq == nil then
+    local x = redis.call('HMGET', K_TOT, 'xseq', 'xsent')
+    T.xseq, T.xsent = tonumber(x[1]) or 0, tonumber(x[2]) or 0
+  end
+  T.xseq = T.xseq + 1
+  T.xsent = T.xsent + amount
+  redis.call('HSET', K_TOT, 'xseq', T.xseq, 'xsent', fmt(T.xsent))
+  redis.call('ZADD', P .. ':out', T.xseq,
+    struct.pack('>I8I4', T.xseq, tonumber(dest)) .. cmsgpack.pack(parts))
+  return amount
+end
+
+-- the credits in ARGV[first..last]
+local function send(dest, first, last)
+  local parts = {}
+  for i = first, last do parts[#parts + 1] = ARGV[i] end
+  return send_parts(dest, parts)
+end
+
+-- The first ``n`` entries of the outbox, oldest first: a deliverer always
+-- delivers a prefix of the outbox, in order (never only the entries it sent
+-- itself), which is what makes the per-source last sequence on the
+-- receiving side a sound guard: an entry skipped there was applied, in the
+-- same script, before a later one of the same prefix.
+local function outbox_head(n)
+  return redis.call('ZRANGE', P .. ':out', 0, n - 1)
+end
+
+if OP == 'settle_visit_x' then
+  -- url id history visited_at ndest, then per destination shard: shard n
+  -- and n credits (url host depth req amount), then the local credits
+  local result
+  local cash = visited(ARGV[A], tonumber(ARGV[A + 1]), tonumber(ARGV[A + 2]), tonumber(ARGV[A + 3]))
+  if not cash then
+    result = 0
+  else
+    local i, sent = A + 5, 0
+    for _ = 1, tonumber(ARGV[A + 4]) do
+      local n = tonumber(ARGV[i + 1])
+      sent = sent + send(ARGV[i], i + 2, i + 1 + 5 * n)
+      i = i + 2 + 5 * n
+    end
+    to_lambda(cash - credit_all(i, #ARGV) - sent)
+    result = {1, unpack(outbox_head(64))}
+  end
+  return done(result)
+end
+
+-- the leased ``url`` becomes an ALIAS of ``turl``: the cash to pass on and
+-- the alias's depth, or nil for a stale lease
+local function make_alias(url, id, turl)
+  local a, cash = close_lease(url, id)
+  if not a then return nil end
+  set_state(a, ALIAS)
+  local amount = cash + a.cash
+  a.cash = 0
+  redis.call('HSET', K_ALIAS, url, turl)
+  redis.call('HDEL', K_REQ, url)
+  save(a)
+  return amount, a.depth
+end
+
+if OP == 'settle_transfer' then
+  -- url id target-url target-host target-depth target-req
+  local result
+  local url, turl = ARGV[A], ARGV[A + 2]
+  if turl == url then
+    -- a retry: requeue, keeping the new request (its retry count) if any
+    if requeue(url, tonumber(ARGV[A + 1])) then
+      if ARGV[A + 5] ~= '' then redis.call('HSET', K_REQ, url, ARGV[A + 5]) end
+      result = 1
+    else
+      result = 0
+    end
+  else
+    local amount, depth = make_alias(url, tonumber(ARGV[A + 1]), turl)
+    if not amount then
+      result = 0
+    else
+      credit(turl, ARGV[A + 3], math.min(tonumber(ARGV[A + 4]), depth), ARGV[A + 5], amount)
+      result = 1
+    end
+  end
+  return done(result)
+end
+
+if OP == 'settle_transfer_x' then
+  -- url id shard target-url target-host target-depth target-req '': the
+  -- target lives on another shard (never the url itself); the amount is
+  -- written in place of the last argument
+  local result
+  local amount, depth = make_alias(ARGV[A], tonumber(ARGV[A + 1]), ARGV[A + 3])
+  if not amount then
+    result = 0
+  else
+    ARGV[A + 5] = tostring(math.min(tonumber(ARGV[A + 5]), depth))
+    ARGV[A + 7] = fmt(amount)
+    send(ARGV[A + 2], A + 3, A + 7)
+    result = {1, unpack(outbox_head(64))}
+  end
+  return done(result)
+end
+
+if OP == 'lambda_send' then
+  -- (shard amount)...: move up to these amounts of lambda's cash to other
+  -- shards' lambda, through the outbox (never more than lambda holds)
+  -- -> {amount sent, outbox entries...}
+  local sent = 0
+  for i = A, #ARGV - 1, 2 do
+    local amount = math.min(tonumber(ARGV[i + 1]), T.lambda_cash)
+    if amount > 0 then
+      T.lambda_cash = T.lambda_cash - amount
+      sent = sent + send_parts(ARGV[i], {'', '', '0', '', fmt(amount)})
+    end
+  end
+  return done({fmt(sent), unpack(outbox_head(64))})
+end
+
+if OP == 'outbox' then
+  -- n -> the first n entries of the outbox
+  return done(outbox_head(tonumber(ARGV[A])))
+end
+
+-- undo a lease nobody used (the host was not ready after all): the account
+-- gets back its exact cash and mark, so its key and place do not move by an
+-- ulp; if cash or a payout arrived meanwhile, a plain requeue
+local function unlease(url, id)
+  local a, cash, before = close_lease(url, id)
+  if not a then return false end
+  local exact = a.cash == 0 and before[3] == T.dividend
+  set_state(a, PENDING)
+  if exact then
+    a.cash = before[1]
+    a.mark = before[2]
+    -- no lease opened or closed meanwhile: the total is what it was
+    if before[5] == before[4] + cash then T.in_flight = before[4] end
+  else
+    a.cash = a.cash + cash
+  end
+  save(a)
+  push(a)
+  return true
+end
+
+if OP == 'unlease' then
+  local result
   if unlease(ARGV[A], tonumber(ARGV[A + 1])) then result = 1 else result = 0 end
+  return done(result)
+end
 
-elseif OP == 'reclaim' then
-  -- now limit
-  result = reclaim(server_now(ARGV[A]), tonumber(ARGV[A + 1]))
-
-elseif OP == 'ping' then
-  return {1}
-
-elseif OP == 'recount' then
+if OP == 'recount' then
   -- one consistent recount of the books (O(n), blocks Redis meanwhile):
   -- {account cash, lambda, in flight (leases), injected, accounts}
   -- Neumaier-compensated sums: n terms lose no more than one rounding
@@ -870,18 +993,6 @@ elseif OP == 'recount' then
     end
   until cursor == '0'
   return {fmt(cash()), fmt(T.lambda_cash), fmt(flight()), fmt(T.injected), n}
-
-elseif OP == 'peek' then
-  local url, cash = richest()
-  local reply = {url or false, cash and fmt(cash) or false}
-  for _, what in ipairs(CORRUPT) do reply[#reply + 1] = what end
-  return reply
-
-else
-  return redis.error_reply('aopic: unknown op ' .. tostring(OP))
 end
 
-flush_hosts()
-save_totals()
-if result == nil then result = false end
-return {result, unpack(CORRUPT)}
+return redis.error_reply('aopic: unknown op ' .. tostring(OP))
