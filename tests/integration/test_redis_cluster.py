@@ -371,9 +371,12 @@ def test_a_sigkilled_worker_is_recovered_through_its_leases(tmp_path, redis_clus
         hits = dict(site.hits)
         reachable = site.reachable_pages()
     assert all(hits.get(url, 0) >= 1 for url in reachable), sorted(u for u in reachable if not hits.get(u))
-    # fetched twice: at most what the victim had in its downloader (8) and had not settled
-    assert sum(hits.get(url, 0) - 1 for url in reachable) <= 16
-    assert sum(r["stats"].get("aopic/leases_reclaimed", 0) for r in reports) >= 1
+    # A page is fetched twice only through a reclaimed lease (the victim's
+    # requests in its downloader and its responses not yet settled): never
+    # more double fetches than leases reclaimed, and at least one reclaimed.
+    reclaimed = sum(r["stats"].get("aopic/leases_reclaimed", 0) for r in reports)
+    twice = sum(hits.get(url, 0) - 1 for url in reachable)
+    assert 1 <= reclaimed and twice <= reclaimed, (twice, reclaimed)
     store = assert_crawl_books(redis_cluster, name, reports)
     assert reachable <= {v.url for v in store.iter_accounts() if v.state == CRAWLED}
     store.close()
