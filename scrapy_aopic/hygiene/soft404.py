@@ -106,11 +106,10 @@ def page_facts(url: str, html: str | bytes) -> tuple[str, frozenset[str]]:
     (absolute, as written) of the page's links to its siblings."""
     from lxml import etree, html as lxml_html
 
-    if isinstance(html, str) and html.startswith("<?xml"):
-        # lxml refuses a str that declares its encoding (every XHTML page of
-        # DocBook's PostgreSQL manual): the text is decoded already.
-        end = html.find("?>")
-        html = html[end + 2 :] if end >= 0 else ""
+    from .visibletext import without_xml_declaration
+
+    if isinstance(html, str):
+        html = without_xml_declaration(html)
     try:
         # lxml.html's parsing rules (fragments, documents) with plain
         # elements: its element classes cost a Python call per element read.
@@ -143,13 +142,11 @@ def shared_tree_facts(url: str, html: str, root, max_chars: int) -> tuple[str, f
     are taken from a copy, which costs about half a parse."""
     import copy
 
+    from .visibletext import without_xml_declaration
+
     if root is None or len(html) > max_chars or "\x00" in html or not isinstance(root.tag, str):
         return page_facts(url, html[:max_chars])
-    body = html
-    if body.startswith("<?xml"):  # as page_facts drops it
-        end = body.find("?>")
-        body = body[end + 2 :] if end >= 0 else ""
-    if not _FULL_HTML.match(body):
+    if not _FULL_HTML.match(without_xml_declaration(html)):  # as page_facts reads it
         return page_facts(url, html)
     if _xpaths()["too_deep"](root):
         return page_facts(url, html)

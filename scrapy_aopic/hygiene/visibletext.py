@@ -111,6 +111,13 @@ def _has_boilerplate_word(value: str) -> bool:
     return any(token in _BOILERPLATE_WORDS for token in _CLASS_TOKEN.split(value.lower()))
 
 
+def without_xml_declaration(html: str) -> str:
+    """``html`` without a leading ``<?xml ...?>``: lxml refuses a ``str``
+    that declares its encoding (every XHTML page of DocBook's PostgreSQL
+    manual), and the text is decoded already."""
+    return _XML_DECLARATION.sub("", html, count=1)
+
+
 def visible_text(html: str | bytes, *, boilerplate: bool = True, max_chars: int | None = None) -> str:
     """The text a reader sees in ``html`` (``str``, or UTF-8 ``bytes``).
 
@@ -121,7 +128,7 @@ def visible_text(html: str | bytes, *, boilerplate: bool = True, max_chars: int 
     ``max_chars``: see :func:`tree_text`.
     """
     if isinstance(html, str):
-        html = _XML_DECLARATION.sub("", html, count=1)
+        html = without_xml_declaration(html)
         data = html.replace("\x00", "").encode("utf-8", "replace")
     else:
         data = html.replace(b"\x00", b"")

@@ -211,10 +211,9 @@ class RedisClusterStore(FrontierStore):
     def _global_lease(self, lease: Lease, index: int) -> Lease:
         return lease._replace(lease_id=lease.lease_id * len(self.shards) + index)
 
-    def _lease_shard(self, lease_id: int) -> tuple[RedisStore, int]:
-        """The shard of a lease id the crawl holds, and its id there."""
-        index, local = int(lease_id) % len(self.shards), int(lease_id) // len(self.shards)
-        return self.shards[index], local
+    def _lease_shard(self, lease_id: int) -> tuple[int, int]:
+        """The shard index of a lease id the crawl holds, and its id there."""
+        return int(lease_id) % len(self.shards), int(lease_id) // len(self.shards)
 
     # -- plumbing shared by every shard ------------------------------------------
 
@@ -567,8 +566,8 @@ class RedisClusterStore(FrontierStore):
 
     def settle_visit(self, url: str, lease_id: int, history: float, visited_at: float,
                      credits: Iterable[Credit]) -> bool:
-        shard, lease_id = self._lease_shard(lease_id)
-        index = self.shards.index(shard)
+        index, lease_id = self._lease_shard(lease_id)
+        shard = self.shards[index]
         local: list[Any] = []
         remote: dict[int, list[Any]] = {}
         for link, amount in credits:
@@ -584,8 +583,8 @@ class RedisClusterStore(FrontierStore):
         return self._sent(index, shard._run("settle_visit_x", *args, *local))
 
     def settle_transfer(self, url: str, lease_id: int, target: Link) -> bool:
-        shard, lease_id = self._lease_shard(lease_id)
-        index = self.shards.index(shard)
+        index, lease_id = self._lease_shard(lease_id)
+        shard = self.shards[index]
         dest = self.shard_index(target.url)
         if dest == index:
             return shard.settle_transfer(url, lease_id, target)
@@ -593,12 +592,12 @@ class RedisClusterStore(FrontierStore):
                                             *shard._link_args(target), ""))
 
     def settle_failure(self, url: str, lease_id: int, *, refuse: bool = False) -> bool:
-        shard, lease_id = self._lease_shard(lease_id)
-        return shard.settle_failure(url, lease_id, refuse=refuse)
+        index, lease_id = self._lease_shard(lease_id)
+        return self.shards[index].settle_failure(url, lease_id, refuse=refuse)
 
     def settle_requeue(self, url: str, lease_id: int) -> bool:
-        shard, lease_id = self._lease_shard(lease_id)
-        return shard.settle_requeue(url, lease_id)
+        index, lease_id = self._lease_shard(lease_id)
+        return self.shards[index].settle_requeue(url, lease_id)
 
     # -- the outbox ------------------------------------------------------------------
 
