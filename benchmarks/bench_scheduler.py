@@ -169,10 +169,11 @@ def fill_drain(kind: str, size: int, hosts: int, redis_url: str | None) -> dict:
     scheduler, _ = _scheduler(kind, redis_url)
     base = _rss() + _redis_memory(redis_url)
     server0 = _server_snapshot(redis_url)
-    start = clock()
+    start, cpu_start = clock(), time.process_time()
     for i in range(size):
         scheduler.enqueue_request(Request(_url(i, hosts)))
     enqueue_s = clock() - start
+    enqueue_cpu = time.process_time() - cpu_start
     server1 = _server_snapshot(redis_url)
     rss = _rss() + _redis_memory(redis_url) - base
     assert len(scheduler) == size, (len(scheduler), size)
@@ -181,18 +182,22 @@ def fill_drain(kind: str, size: int, hosts: int, redis_url: str | None) -> dict:
     # downloaded (a request dropped on the floor is a lease that vanished,
     # which the add-on settles: not what is measured here).
     in_flight = []
-    start = clock()
+    start, cpu_start = clock(), time.process_time()
     for _ in range(count):
         request = scheduler.next_request()
         assert request is not None
         in_flight.append(request)
     dequeue_s = clock() - start
+    dequeue_cpu = time.process_time() - cpu_start
     server2 = _server_snapshot(redis_url)
     scheduler.close("finished")
     return {
         "enqueue_us": enqueue_s / size * 1e6,
         "dequeue_us": dequeue_s / count * 1e6,
         "bytes_per_url": rss / size,
+        # this process's CPU (with Redis, the wall times above also hold the
+        # server's work and every wait for the other processes on the machine)
+        "client_cpu_us": (enqueue_cpu / size + dequeue_cpu / count) * 1e6,
         "server": {
             "enqueue": _server_phase(server0, server1, size),
             "next": _server_phase(server1, server2, count),
@@ -338,6 +343,10 @@ def main() -> None:
                     cpu = ((a["server"]["enqueue"]["cpu_us"] + a["server"]["next"]["cpu_us"])
                            / (s["server"]["enqueue"]["cpu_us"] + s["server"]["next"]["cpu_us"]))
                     line += f"; Redis CPU {cpu:.3f}"
+                    # client + server CPU, the figure a loaded machine disturbs least
+                    mine = a["client_cpu_us"] + a["server"]["enqueue"]["cpu_us"] + a["server"]["next"]["cpu_us"]
+                    theirs_cpu = s["client_cpu_us"] + s["server"]["enqueue"]["cpu_us"] + s["server"]["next"]["cpu_us"]
+                    line += f"; CPU (client + Redis) {mine:.0f} / {theirs_cpu:.0f} µs = {mine / theirs_cpu:.3f}"
                 print(f"{size:>9} {'':<12} {line}", flush=True)
 
 
