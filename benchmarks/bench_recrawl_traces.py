@@ -301,10 +301,15 @@ def phase_drift() -> str:
          / (70 * DAY) / HOUR, h)
         for h in range(24)
     )  # fmt: skip
+    from scrapy_aopic.recrawl.timetable import place, waiting as table_waiting
+
+    slots = place(shape.rates, 7)
+    table = table_waiting(shape.rates, slots) / sum(shape.rates)
     # Waiting over time watched, with a mean rate of 1, is the mean delay.
-    return (f"placement on a 09-17 h UTC working day, one revisit a day: the rule settles at "
-            f"{sorted(ends)} h UTC, mean delay {rule:.1f} h; a fixed fetch at {best[1]} h UTC: "
-            f"{best[0]:.1f} h")  # fmt: skip
+    return (f"placement on a 09-17 h UTC working day, one revisit a day: the waiting rule settles at "
+            f"{sorted(ends)} h UTC, mean delay {rule:.1f} h; the timetable (AOPIC_RECRAWL_TIMETABLE) "
+            f"fetches at {sorted({b % 24 for b in slots})} h UTC, {table:.1f} h; the best fixed fetch, at "
+            f"{((start + best[1] * HOUR) % DAY) / HOUR:.1f} h UTC: {best[0]:.1f} h")  # fmt: skip
 
 
 def main(argv=None) -> int:
