@@ -270,8 +270,8 @@ class RecrawlPlanner:
         self.rebalance = rebalance
         self.timetable = timetable
         self.timetable_refresh = float(timetable_refresh)
-        #: (profile name, revisits a week) -> (shape, built at, Timetable)
-        self._timetables: dict[tuple[str, int], tuple[WeeklyRates, float, Timetable]] = {}
+        #: (profile name, revisits a week) -> (shape, checked at, Timetable, day profile)
+        self._timetables: dict[tuple[str, int], tuple] = {}
         self.allocator = (
             FreshnessAllocator(1.0 / self.max_interval, 1.0 / self.min_interval)
             if budget is not None or budget_share is not None
@@ -605,14 +605,26 @@ class RecrawlPlanner:
             interval = 2.0 * (record.interval or self.initial_interval)
         else:
             record.rate = rate
-            _, shape = self.shape_of(record)
+            source, shape = self.shape_of(record)
             if self.allocator is not None:
                 self._maybe_rebalance(now)
                 period = 1.0 / self.allocator.frequency(rate, record.weight)
-                table = self._timetable_for(url, record, period, now) if self.timetable else None
+                table = (
+                    self._timetable_for(url, record, source, shape, period, now)
+                    if self.timetable
+                    else None
+                )
                 if table is not None:
                     # The budget says how often, the section's timetable when.
-                    t = table.next_after(now + max(0.0, period - WEEK))
+                    # A page its host made late counts from the fetch time it
+                    # was planned for, not from when it was fetched: else
+                    # the next fetch time comes early and the budget is
+                    # overspent (Debian: 9.7 hours of fetching a day).
+                    planned = record.deadline
+                    anchor = planned if planned is not None and now - period < planned < now else now
+                    t = table.next_after(anchor + max(0.0, period - WEEK))
+                    if t - now < self.min_interval:  # fetched later than the next time
+                        t = table.next_after(now)
                     if t - now > self.max_interval:
                         t = table.next_after(now, self.min_interval)
                     interval = t - now
@@ -633,13 +645,16 @@ class RecrawlPlanner:
                 interval = shape.time_to_delay(now, self.fetch_cost / rate, self.max_interval) - now
         return min(max(interval, self.min_interval), self.max_interval)
 
+    #: how far (L1, the day's profile summing to 1) a section's hour-of-day
+    #: profile must move before its timetables are rebuilt
+    TIMETABLE_MOVE = 0.05
+
     def _timetable_for(
-        self, url: str, record: PageRecord, period: float, now: float
+        self, url: str, record: PageRecord, source: str, shape: WeeklyRates, period: float, now: float
     ) -> Timetable | None:
-        """The weekly timetable of ``record``'s section for its budgeted
-        ``period`` (``None``: no profile yet, or more revisits a week than
-        timetables are built for)."""
-        source, shape = self.shape_of(record)
+        """The weekly timetable of ``record``'s section (profile ``source``,
+        ``shape``) for its budgeted ``period`` (``None``: no profile yet, or
+        more revisits a week than timetables are built for)."""
         if source == "flat":
             return None  # no rhythm known: nothing to place the revisits by
         k = WEEK / period
@@ -656,14 +671,21 @@ class RecrawlPlanner:
         else:
             low, high = LEVELS[j], LEVELS[j + 1]
             u = (zlib.crc32(url.encode()) / 4294967296.0 + 0.6180339887498949 * record.visits) % 1.0
-            level = high if u < (k - low) / (high - low) else low
+            # Intervals are what is drawn: the mean interval must be WEEK / k.
+            level = high if u < (1 / low - 1 / k) / (1 / low - 1 / high) else low
         entry = self._timetables.get((source, level))
         if entry is None or (entry[0] is not shape and now - entry[1] >= self.timetable_refresh):
             # Placed on the hour-of-day profile (the week's days pooled):
             # placing on all 168 hours overfits the few changes a section
             # has (Rust book trace: 11.2 h mean delay against 9.3 h).
             day = [sum(shape.rates[h::24]) for h in range(24)]
-            entry = self._timetables[(source, level)] = (shape, now, Timetable(place(day * 7, level)))
+            total = sum(day) or 1.0
+            day = [x / total for x in day]
+            if entry is not None and sum(abs(a - b) for a, b in zip(day, entry[3])) < self.TIMETABLE_MOVE:
+                entry = (shape, now, entry[2], entry[3])  # the day moved too little
+            else:
+                entry = (shape, now, Timetable(place(day * 7, level)), day)
+            self._timetables[(source, level)] = entry
         return entry[2]
 
     # -- the budget --------------------------------------------------------------------
@@ -883,11 +905,18 @@ class OverdueQueue:
     and normally waits its turn in cash order. Once its deadline has passed
     it should go first, but only when its host can be fetched now: politeness
     is never bypassed. :meth:`pop` returns the most overdue such URL.
+
+    Entries are kept per host, and hosts in the order of their most overdue
+    entry: a timetable makes many pages of one host due at the same time,
+    and a host that is busy is then skipped once, not once per page.
     """
 
     def __init__(self, scan: int = 64):
-        self.scan = scan  #: entries examined per pop (busy hosts are skipped)
-        self._heap: list[tuple[float, int, str, str]] = []
+        self.scan = scan  #: hosts examined per pop (busy hosts are skipped)
+        self._hosts: dict[str, list[tuple[float, int, str]]] = {}
+        # (deadline, seq, host) of each host's first entry; entries whose
+        # host's first entry has changed since are stale and skipped.
+        self._order: list[tuple[float, int, str]] = []
         self._live: dict[str, float] = {}
         self._seq = 0
 
@@ -895,7 +924,12 @@ class OverdueQueue:
         """Track ``url`` (released, due by ``deadline``)."""
         self._live[url] = deadline
         self._seq += 1
-        heapq.heappush(self._heap, (deadline, self._seq, url, host))
+        heap = self._hosts.get(host)
+        if heap is None:
+            heap = self._hosts[host] = []
+        heapq.heappush(heap, (deadline, self._seq, url))
+        if heap[0][1] == self._seq:  # the host's new first entry
+            heapq.heappush(self._order, (deadline, self._seq, host))
 
     def discard(self, url: str) -> None:
         """Stop tracking ``url`` (it was fetched through the normal order)."""
@@ -904,29 +938,56 @@ class OverdueQueue:
     def __len__(self) -> int:
         return len(self._live)
 
+    def _first(self, host: str) -> tuple[float, int, str] | None:
+        """The host's first live entry (stale ones dropped)."""
+        heap = self._hosts.get(host)
+        live = self._live
+        while heap:
+            deadline, _, url = heap[0]
+            if live.get(url) == deadline:
+                return heap[0]
+            heapq.heappop(heap)  # stale: re-released or discarded
+        if heap is not None:
+            del self._hosts[host]
+        return None
+
     def pop(self, now: float, ready=lambda host: True) -> str | None:
         """The most overdue tracked URL (deadline <= ``now``) whose host is
-        ``ready``; ``None`` if there is none among the first ``scan``."""
-        heap = self._heap
-        if not heap or heap[0][0] > now:
+        ``ready``; ``None`` if there is none among the first ``scan`` hosts."""
+        order = self._order
+        if not order or order[0][0] > now:
             return None  # the hot path: nothing overdue (stale entries wait)
         skipped = []
+        busy = set()
         found = None
         try:
-            while heap and len(skipped) < self.scan:
-                deadline, seq, url, host = heap[0]
-                if self._live.get(url) != deadline:
-                    heapq.heappop(heap)  # stale: re-released or discarded
+            while order and len(skipped) < self.scan:
+                deadline, seq, host = order[0]
+                first = self._first(host)
+                if first is None or first[1] != seq:
+                    heapq.heappop(order)  # stale: the host's first entry changed
+                    if first is not None:
+                        # Order the host by its first entry now (a duplicate
+                        # of an entry still queued is harmless: it is stale
+                        # once that one is served).
+                        heapq.heappush(order, (first[0], first[1], host))
                     continue
                 if deadline > now:
                     break
-                entry = heapq.heappop(heap)
+                entry = heapq.heappop(order)
+                if host in busy:
+                    continue  # a duplicate of a host already skipped: dropped
                 if ready(host):
-                    del self._live[url]
-                    found = url
+                    heap = self._hosts[host]
+                    _, _, found = heapq.heappop(heap)
+                    del self._live[found]
+                    following = self._first(host)
+                    if following is not None:
+                        heapq.heappush(order, (following[0], following[1], host))
                     break
                 skipped.append(entry)
+                busy.add(host)
         finally:
             for entry in skipped:
-                heapq.heappush(heap, entry)
+                heapq.heappush(order, entry)
         return found

@@ -121,3 +121,32 @@ def test_planner_revisits_after_the_busy_hours_within_budget_and_host_gap():
     with_table = mean_delay(*runs[True], scored)
     without = mean_delay(*runs[False], scored)
     assert with_table < 0.8 * without, (with_table / HOUR, without / HOUR)
+
+
+def test_overdue_queue_matches_a_plain_scan_with_many_pages_per_host():
+    from scrapy_aopic.recrawl.planner import OverdueQueue
+
+    rng = random.Random(5)
+    queue, live = OverdueQueue(), {}
+    for step in range(4000):
+        now = step * 1.0
+        action = rng.random()
+        if action < 0.5:
+            url = f"u{rng.randrange(300)}"
+            host, deadline = f"h{rng.randrange(4)}", now + rng.uniform(-50, 50)
+            queue.push(url, host, deadline)
+            live[url] = (deadline, host)
+        elif action < 0.6 and live:
+            url = rng.choice(sorted(live))
+            queue.discard(url)
+            del live[url]
+        else:
+            busy = {f"h{i}" for i in range(4) if rng.random() < 0.5}
+            got = queue.pop(now, lambda h: h not in busy)
+            due = [(d, u) for u, (d, h) in live.items() if d <= now and h not in busy]
+            if got is None:
+                assert not due
+            else:
+                assert live[got][0] == min(due)[0]
+                del live[got]
+    assert len(queue) == len(live)
