@@ -566,7 +566,9 @@ define("AOPIC_RECRAWL_TIMETABLE", True, "recrawl", """
     when: the fetch times that minimise the expected delay of changes
     arriving at the section's hour-of-day profile, just after its busy
     hours (one timetable per section and number of revisits a week, rebuilt
-    at most daily). The profiles then forget with at least
+    at most daily, when the profile has moved; each page's turned by whole
+    days of its own, so a host's weekly pages do not all come on one day).
+    The profiles then forget with at least
     ``AOPIC_RECRAWL_CHANGE_WINDOW`` rather than
     ``AOPIC_RECRAWL_PROFILE_WINDOW`` (content changes are rare). Sections
     without a profile yet, and pages with more than 84 revisits a week, are

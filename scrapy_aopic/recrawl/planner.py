@@ -622,11 +622,16 @@ class RecrawlPlanner:
                     # overspent (Debian: 9.7 hours of fetching a day).
                     planned = record.deadline
                     anchor = planned if planned is not None and now - period < planned < now else now
-                    t = table.next_after(anchor + max(0.0, period - WEEK))
+                    # Timetables are placed on the hour-of-day profile, so
+                    # turning one by whole days costs nothing: each page
+                    # gets its own turn, and a section's pages with fewer
+                    # than a revisit a day do not all come on the same days.
+                    turn = (zlib.crc32(url.encode()) % 7) * DAY
+                    t = table.next_after(anchor - turn + max(0.0, period - WEEK)) + turn
                     if t - now < self.min_interval:  # fetched later than the next time
-                        t = table.next_after(now)
+                        t = table.next_after(now - turn) + turn
                     if t - now > self.max_interval:
-                        t = table.next_after(now, self.min_interval)
+                        t = table.next_after(now - turn, self.min_interval) + turn
                     interval = t - now
                 elif period >= self.max_interval:
                     interval = self.max_interval
