@@ -54,9 +54,12 @@ With a budget (``budget`` revisits a day, or ``budget_share`` of all
 fetches) each page's mean revisit frequency is its share of the budget by
 Cho & Garcia-Molina's freshness-optimal rule, importance-weighted
 (:mod:`~scrapy_aopic.recrawl.budget`), with at most one fetch per
-``host_gap`` seconds per host; the profile then places each revisit where
-its expected waiting cost equals that of a periodic revisit at that
-frequency (after the busy hours, not in the middle of the night).
+``host_gap`` seconds per host; the weekly timetable of the page's section
+(:mod:`~scrapy_aopic.recrawl.timetable`) then says when: the fetch times
+that minimise the expected delay of changes on the section's hour-of-day
+profile, just after its busy hours. Without a profile yet (or with
+``timetable=False``) the profile places each revisit where its expected
+waiting cost equals that of a periodic revisit at that frequency.
 
 Every planned interval is clamped to ``[min_interval, max_interval]``.
 """
@@ -190,6 +193,11 @@ class RecrawlPlanner:
         host the split must allow for (``None``: no cap).
     :param rebalance: least seconds between two solves of the budget's
         split (one also waits for as many plans as there are pages).
+    :param timetable: with a budget, place each page's revisits by its
+        section's weekly timetable (:mod:`~scrapy_aopic.recrawl.timetable`);
+        the profiles then forget with at least ``change_window``.
+    :param timetable_refresh: least seconds between two checks whether a
+        section's timetables need rebuilding (its profile moved).
     :param burst_boost: react to counts far above the expected (bursts):
         a count whose Poisson tail probability is below ``burst_p`` multiplies
         the page's rate by observed / expected (at most 10), a factor that
