@@ -331,6 +331,8 @@ def main(argv=None) -> int:
     parser.add_argument("--per-page-per-day", type=float, default=1.0,
                         help="budget: revisits a day per page")  # fmt: skip
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--timetable", action="store_true",
+                        help="AOPIC_RECRAWL_TIMETABLE = True (weekly timetables; off by default)")
     args = parser.parse_args(argv)
     lines = []
 
@@ -349,7 +351,7 @@ def main(argv=None) -> int:
             f"scored after {WARMUP / YEAR:g} year of history")
         rows = {}
         costs = {}
-        settings = {"AOPIC_RECRAWL_BUDGET": budget}
+        settings = {"AOPIC_RECRAWL_BUDGET": budget, "AOPIC_RECRAWL_TIMETABLE": args.timetable}
         for name, lm in (("planner", False), ("planner +Last-Modified", True)):
             fetches, us, visits = run_planner(trace, settings, lm)
             rows[name] = score(trace, fetches, a, b)

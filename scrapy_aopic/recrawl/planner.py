@@ -223,7 +223,7 @@ class RecrawlPlanner:
         budget_share: float | None = None,
         host_gap: float | None = None,
         rebalance: float = HOUR,
-        timetable: bool = True,
+        timetable: bool = False,
         timetable_refresh: float = DAY,
         burst_boost: bool = True,
         burst_p: float = 0.01,
