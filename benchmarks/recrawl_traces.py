@@ -27,6 +27,8 @@ traces are stored compactly in ``benchmarks/data/recrawl_traces.json.gz``
         --git rust-book=/work/.mirror/rust-lang+book/repo
     .venv/bin/python benchmarks/recrawl_traces.py \\
         --add devguide=/work/.mirror/python+devguide/repo   # the held-out trace
+    .venv/bin/python benchmarks/recrawl_traces.py \\
+        --add packaging-guide=/work/.mirror/pypa+packaging.python.org/repo
 """
 
 from __future__ import annotations
@@ -57,6 +59,10 @@ GIT_SOURCES = {
     # Held out (added after the planner's rules were settled): the CPython
     # developer's guide, every .rst page of the repository.
     "devguide": ("", ".rst", "devguide.example"),
+    # A fresh check added with the weekly timetables (after they were
+    # settled on debian, peps and rust-book): the Python Packaging User
+    # Guide (pypa/packaging.python.org), its source/**/*.rst pages.
+    "packaging-guide": ("source/", ".rst", "packaging.example"),
 }
 
 

@@ -9,6 +9,8 @@ Pure Python, importable without Scrapy:
   profiles keyed by ``host/first-path-segment``;
 * :mod:`~scrapy_aopic.recrawl.forest` — the optional random-forest model
   (scikit-learn);
+* :mod:`~scrapy_aopic.recrawl.timetable` — weekly timetables: when in
+  the week to spend a page's budgeted revisits;
 * :mod:`~scrapy_aopic.recrawl.planner` — :class:`RecrawlPlanner`, which
   decides when each page is fetched again;
 * :mod:`~scrapy_aopic.recrawl.change` — conditional requests, checksums and

@@ -102,6 +102,7 @@ def planner_from_settings(settings) -> RecrawlPlanner:
         budget=aopic_settings.get_optional_float(settings, "AOPIC_RECRAWL_BUDGET"),
         budget_share=aopic_settings.get_optional_float(settings, "AOPIC_RECRAWL_BUDGET_SHARE"),
         host_gap=_host_gap(settings),
+        timetable=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_TIMETABLE"),
         forest_retrain=aopic_settings.get_float(settings, "AOPIC_RECRAWL_FOREST_RETRAIN"),
     )
 
