@@ -92,7 +92,8 @@ GENERATORS = [
     Generator("doxygen", [("libeigen3-doc", "usr/share/doc/libeigen3-dev/html", r"(^|/)search/"),
                          ("libsdl2-doc", "usr/share/doc/libsdl2-doc/html", r"(^|/)search/")],
               "//div[@id='doc-content'] | //body[not(.//div[@id='doc-content'])]/div[@class='header' or @class='contents']",
-              drop=".//div[@id='MSearchResultsWindow' or @id='nav-path'] | .//div[@class='navpath']"),
+              # (``div.ttc``: the tooltips of source listings, hidden until hovered)
+              drop=".//div[@id='MSearchResultsWindow' or @id='nav-path'] | .//div[@class='navpath' or @class='ttc']"),
     Generator("rustdoc", [("rust-doc", "usr/share/doc/rust-doc/html", "")],
               "//section[@id='main-content']", only=r"^(std|core|alloc|proc_macro|test)/"),
     Generator("mdbook", [("rust-doc", "usr/share/doc/rust-doc/html", "")],
@@ -108,7 +109,9 @@ GENERATORS = [
                           ("r-doc-html", "usr/share/R/doc/manual", ""),
                           ("gnutls-doc", "usr/share/doc/gnutls-doc/html", "")],
               "//body",
-              drop=("./div[@class='header' or @class='nav-panel'] | ./*/div[@class='header' or @class='nav-panel']"
+              # (the node navigation, at any depth: single-page manuals nest
+              # it in every chapter and section)
+              drop=(".//div[@class='header' or @class='nav-panel']"
                     " | ./table[@cellpadding='1' and @border='0'] | ./p[font[@size='-1']]")),
     Generator("plain html", [("apache2-doc", "usr/share/doc/apache2-doc/manual", r"^(?!en/)"),
                              ("git-doc", "usr/share/doc/git-doc", ""),

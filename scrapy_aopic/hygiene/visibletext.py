@@ -308,7 +308,7 @@ def _skipped(
         return not in_main and _lone_link(element, free_parents)
     if not _judged_boilerplate(element, tag):
         return False
-    if element in holders or _section_part(element, tag):
+    if element in holders or _section_part(element, tag) or _titles_the_page(element, tag):
         return False
     # Never the element that holds most of the page (see the module).
     return _STRING_LENGTH(element) * 2 <= total
@@ -346,6 +346,33 @@ def _section_part(element, tag: str) -> bool:
     return any(
         ancestor.tag in _SECTIONING or ancestor.get("role") == "main" for ancestor in element.iterancestors()
     )
+
+
+#: The title of a page or a piece of content: an ``h1``, or a plain-text
+#: element whose class is a title's (Doxygen's ``div.title``), not a link
+#: (a site's name in its banner links to its home page).
+_PAGE_TITLE = etree.XPath(
+    ".//*[self::h1 or contains(concat(' ', normalize-space(@class), ' '), ' title ')"
+    " or contains(concat(' ', normalize-space(@class), ' '), ' headertitle ')]"
+    "[normalize-space(text())][not(ancestor-or-self::a)]"
+)
+
+
+def _titles_the_page(element, tag: str) -> bool:
+    """Whether ``element``, marked only as a *header* by its class or id
+    (not a ``header`` tag, not a role), holds a page title
+    (:data:`_PAGE_TITLE`): the header of the content, not of the site.
+    Doxygen puts every page's title in ``<div class="header"><div
+    class="headertitle"><div class="title">``, outside any landmark; its
+    links (the page's own section index) are still judged one by one."""
+    if tag in _BOILERPLATE_TAG_SET or element.get("role"):
+        return False
+    words = set()
+    for name in ("class", "id"):
+        value = element.get(name)
+        if value:
+            words.update(token for token in _CLASS_TOKEN.split(value.lower()) if token in _BOILERPLATE_WORDS)
+    return words == {"header"} and bool(_PAGE_TITLE(element))
 
 
 def _lone_link(link, free_parents: dict) -> bool:

@@ -74,3 +74,22 @@ def test_template_is_still_removed(page):
     template = Counter(WORD.findall(tree_text(root, boilerplate=False).lower())) - main
     left = template & (Counter(WORD.findall(tree_text(root).lower())) - main)
     assert sum(left.values()) * 2 <= sum(template.values()), sorted(left.elements())
+
+
+def test_a_header_holding_the_page_title_is_content_a_site_banner_is_not():
+    """A region marked only *header* by its class or id keeps a page title
+    it holds (Doxygen's ``div.header``, AsciiDoc's ``div#header``); a site's
+    banner, whose name links home, and its menu stay out."""
+    body = b"""<html><body>
+    <div class="site-header"><h1 class="site-title"><a href="/">Garden Weekly</a></h1>
+      <ul><li><a href="/a">Archive</a></li><li><a href="/b">About us</a></li></ul></div>
+    <div id="header"><h1>git-add(1) Manual Page</h1></div>
+    <div class="masthead header"><div class="title">Quarterly pruning almanac</div></div>
+    <p>Add file contents to the index before the next commit is recorded.</p>
+    </body></html>"""
+    root = HtmlResponse(url="http://docs.test/page.html", body=body).selector.root
+    for text in (tree_text(root), _walk_text(root, True)):
+        words = set(WORD.findall(text.lower()))
+        assert {"git", "add", "manual", "page", "index"} <= words
+        # the banner: a linked site name and a menu; a header that is also a masthead
+        assert not words & {"garden", "weekly", "archive", "about", "quarterly", "almanac"}, words
