@@ -164,7 +164,11 @@ class RedisClusterStore(FrontierStore):
         """A store on the Redis Cluster one of whose nodes is at ``url``."""
         from redis.cluster import RedisCluster
 
-        server = RedisCluster.from_url(url, decode_responses=False, socket_timeout=30, socket_connect_timeout=10)
+        from ...connection import short_retries
+
+        server = short_retries(
+            RedisCluster.from_url(url, decode_responses=False, socket_timeout=30, socket_connect_timeout=10)
+        )
         return cls(server, key_prefix, lambda_targets, owns_server=True, **kwargs)
 
     @classmethod
@@ -253,7 +257,20 @@ class RedisClusterStore(FrontierStore):
         return max(stalls) if stalls else None
 
     def probe(self) -> bool:
-        return all(shard.probe() for shard in self.shards)
+        """Whether every shard answers again: a ``ping`` script on each
+        shard's slot, so on the node that serves it now (the cluster
+        client's ``PING`` asks whichever node it likes: it answered while
+        a shard's master was dead and not yet replaced, and the crawl
+        ended its stall only to stall again)."""
+        from .scripts import FRONTIER
+        from .store import _RETRYABLE
+
+        try:
+            for shard in self.shards:
+                shard._scripts.call(FRONTIER, shard._command("ping"))
+        except _RETRYABLE:
+            return False
+        return True
 
     def end_stall(self) -> None:
         for shard in self.shards:
