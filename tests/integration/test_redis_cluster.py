@@ -118,7 +118,7 @@ def test_cross_shard_crawl_balances_every_shard_and_the_whole(redis_cluster):
     assert totals.pending == 0 and totals.leased == 0
     assert abs(store.in_transit()) <= 1e-12  # every outbox delivered ...
     assert store.activity() == (0, 0, 0)  # ... and emptied
-    assert store.delivered > 0 and store.redelivered == 0
+    assert store.sent == store.delivered > 0 and store.redelivered == 0  # each entry applied once
     # every page reachable from the seeds was fetched (the redirect sources
     # became aliases, their targets fetched under their own URL)
     states = {v.url: v.state for v in store.iter_accounts()}
@@ -465,6 +465,7 @@ def test_lambda_is_spread_over_the_shards_by_their_targets(redis_cluster):
     pending = [t.pending for t, _, _ in rows]
     per_target = [t.lambda_cash / t.pending for t, _, _ in rows]
     assert moved == pytest.approx(0.5 * (1 - pending[rich] / sum(pending)), rel=1e-12)
+    assert store.lambda_moved == moved and store.sent == SHARDS - 1 == store.delivered
     assert max(per_target) == pytest.approx(min(per_target), rel=1e-12)
     assert sum(t.lambda_cash for t, _, _ in rows) == pytest.approx(0.5, rel=1e-15)
     assert_books(store)
