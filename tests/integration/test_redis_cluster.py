@@ -620,6 +620,7 @@ def test_a_master_killed_mid_crawl_fails_over_to_its_replica(tmp_path, redis_clu
     error = AopicEngine(store).conservation_error()
     checked = [r["stats"] for r in reports if "aopic/conservation_error" in r["stats"]]
     assert len(checked) == 1 and "aopic/cluster/transit_error" in checked[0]
+    assert "aopic/cluster/alias_credits_to_lambda" in checked[0]
     if abs(store.transit_error) <= 1e-9 and not store.rolled_back:
         # nothing acknowledged was lost: the books balance exactly
         assert error <= 1e-9 and checked[0]["aopic/conservation_error"] <= 1e-9
@@ -629,4 +630,28 @@ def test_a_master_killed_mid_crawl_fails_over_to_its_replica(tmp_path, redis_clu
         assert error == pytest.approx(abs(store.transit_error), abs=1e-9)
         assert checked[0]["aopic/conservation_error"] > 1e-9
         assert any("cash between shards" in w.log() for w in workers)
+    store.close()
+
+
+def test_credits_to_an_alias_whose_target_is_on_another_shard_go_to_lambda_counted(redis_cluster):
+    """A redirect to another shard's URL makes an alias whose target has no
+    account on the alias's shard: later links to the alias are credited to
+    lambda there (aliases are followed within a shard only), counted for
+    the books check (aopic/cluster/alias_credits_to_lambda) and balanced."""
+    store = new_store(redis_cluster)
+    a_url, b_url = _two_shards(store)
+    c_url = a_url.rsplit("/", 1)[0] + "/1000"  # a page on a_url's host: its shard
+    store.inject(link(a_url), 1.0)
+    store.inject(link(c_url), 1.0)
+    engine = AopicEngine(store, lambda_tax=0.5)
+    assert engine.transfer(store.take(a_url), link(b_url))  # a -> b, its cash through the outbox
+    store.deliver_pending()
+    assert store.get(a_url).state == ALIAS and store.get(b_url).cash == pytest.approx(1.0)
+    assert engine.visit(store.take(c_url), [link(a_url)])  # 0.5 to the alias, on a's shard
+    store.deliver_pending()
+    assert store.get(b_url).cash == pytest.approx(1.0)  # not followed to b's shard ...
+    assert_books(store)  # ... but to lambda, and counted:
+    assert store.alias_to_lambda[0] == 1 and store.alias_to_lambda[1] == pytest.approx(0.5)
+    assert store.totals().lambda_cash == pytest.approx(1.0)  # the tax and the alias's credit
+    store.clear()
     store.close()

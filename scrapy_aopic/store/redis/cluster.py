@@ -157,6 +157,10 @@ class RedisClusterStore(FrontierStore):
         #: destinations had applied (see :meth:`recount`)
         self.transit_error = 0.0
         self.rolled_back: list[int] = []
+        #: found by the last :meth:`recount`: credits (how many, their cash)
+        #: to an alias whose target lives on another shard, paid to lambda
+        #: instead (aliases are followed within a shard only)
+        self.alias_to_lambda: tuple[int, float] = (0, 0.0)
 
     @classmethod
     def from_url(cls, url: str, key_prefix: str = "aopic", lambda_targets: str = "pending",
@@ -376,6 +380,13 @@ class RedisClusterStore(FrontierStore):
             in_flight += fl
             injected += inj
         unapplied, self.rolled_back = self.outbox_value()
+
+        def build(pipe):
+            for shard in self.shards:
+                pipe.hmget(shard.keys.tot, ["xalias_n", "xalias_cash"])
+
+        rows = self._pipelined("aliases", build)
+        self.alias_to_lambda = (sum(int(n or 0) for n, _ in rows), sum(float(c or 0) for _, c in rows))
         self.transit_error = self.in_transit() - unapplied
         if self.rolled_back or abs(self.transit_error) > 1e-9 * max(injected, 1.0):
             logger.error(

@@ -695,7 +695,15 @@ local function credit(lurl, host, depth, req, amount)
   local url, a, ok = resolve(lurl)
   if not ok or a == false then to_lambda(amount); return end
   if a == nil then
-    if url ~= lurl then to_lambda(amount); return end
+    if url ~= lurl then
+      -- an alias whose target has no account here: on a sharded frontier,
+      -- a redirect to another shard's URL (aliases are followed within a
+      -- shard only): the credit goes to lambda, counted (tot 'xalias_n',
+      -- 'xalias_cash'; see 'Credits to an alias' in docs/distributed.rst)
+      redis.call('HINCRBY', K_TOT, 'xalias_n', 1)
+      redis.call('HINCRBYFLOAT', K_TOT, 'xalias_cash', fmt(amount))
+      to_lambda(amount); return
+    end
     new_account(lurl, host, depth, req, amount, true)
     return
   end
