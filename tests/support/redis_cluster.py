@@ -169,9 +169,9 @@ class RedisCluster:
         while True:
             try:
                 if self.role(replica) == b"master":
-                    slots = command(replica.port, "CLUSTER", "MYID").split(b"\r\n")[1]
+                    node_id = command(replica.port, "CLUSTER", "MYID").split(b"\r\n")[1].decode()
                     if all(b"cluster_state:ok" in command(port, "CLUSTER", "INFO") for port in self.ports) and all(
-                        _serves_slots(port, slots.decode()) for port in self.ports
+                        _serves_slots(port, node_id) for port in self.ports
                     ):
                         return
             except OSError:

@@ -26,8 +26,10 @@ A) finds them; a delivery repeated because the removal never happened is
 skipped by B. Each shard
 balances on its own (``accounts + lambda + in flight == injected +
 received - sent``), the crawl as a whole ``sum(accounts + lambda + in
-flight) + in transit == sum(injected)``, ``in transit`` being ``sum(sent) -
-sum(received)``.
+flight) + in transit == sum(injected)``, ``in transit`` being the cash of
+the outbox entries not applied yet, which equals ``sum(sent) -
+sum(received)`` unless a failover lost writes between shards (see
+:meth:`RedisClusterStore.recount`).
 
 **Lambda** is paid by each shard to its own targets, when due at a pop
 there; :meth:`RedisClusterStore.balance_lambda` (every
