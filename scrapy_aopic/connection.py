@@ -106,6 +106,12 @@ def short_retries(server):
 
     if hasattr(server, "set_retry"):  # (redis-py >= 5)
         server.set_retry(Retry(ExponentialBackoff(cap=0.04, base=0.01), 3))
+    else:
+        logger.warning(
+            "aopic: this redis-py (%s) cannot shorten the Redis Cluster client's retries: "
+            "while a master fails over, a call may block the crawl for seconds (redis-py >= 5 avoids it)",
+            getattr(redis, "__version__", "?"),
+        )
     return server
 
 
