@@ -33,6 +33,16 @@ some articles, each answering 200 for any token with links to fresh ones:
   <token>" page with "recent searches" (more tokens);
 * ``query``: ``/catalog/?ref=<hex>&sort=<word>``: random query values, the same
   empty catalogue page, with a random request id and time in it.
+* ``template``: ``/kb/<word>-<word>.html``, "not found" in the real
+  articles' own template (a long body of site text, five links to real
+  articles chosen per URL, five "related" links to fresh ``/kb/`` pages
+  with random titles);
+* ``pathquery``: ``/find/<hex>?page=<n>``: the random token in the path
+  *and* a query, so every URL is a directory of its own (no directory to
+  close: only the page's shape stops it);
+* ``dates``: ``/archive/?day=<yyyy-mm-dd>``: "no posts on <date>" with the
+  previous and next day and a random other date (a date space of another
+  shape than the calendar's ``/yyyy/mm/``).
 """
 
 from __future__ import annotations
@@ -51,7 +61,7 @@ from typing import NamedTuple
 _WORDS = None
 
 #: Soft-404 spaces :class:`TrapSite` can add (``soft404=``).
-SOFT404_VARIANTS = ("words", "noresults", "query")
+SOFT404_VARIANTS = ("words", "noresults", "query", "template", "pathquery", "dates")
 
 
 def _vocabulary() -> list[str]:
@@ -136,8 +146,15 @@ class TrapSite:
         pages |= {self.article_path(i) for i in range(self.articles)}
         return pages
 
+    def broken_link_paths(self) -> set[str]:
+        """Paths real articles link to that hold no page (broken links: the
+        trap site answers them with a soft 404). Any crawler pays one fetch
+        to learn that a link is broken, as it pays for a link to a 404."""
+        return {f"/s/{i % self.sections}/old-{i}.html" for i in self.broken_links}
+
     #: Path prefixes of the trap spaces (their real entry pages aside).
-    TRAP_PREFIXES = ("/events/", "/shop/", "/docs/help/", "/gallery/", "/wiki/", "/search/", "/catalog/")
+    TRAP_PREFIXES = ("/events/", "/shop/", "/docs/help/", "/gallery/", "/wiki/", "/search/", "/catalog/", "/kb/", "/find/",
+                     "/archive/")
 
     def is_trap_url(self, url: str) -> bool:
         """Whether ``url`` (absolute) lies in a trap: the link farm, or a trap
@@ -181,7 +198,8 @@ class TrapSite:
             footer += [("/events/2025/06/", "This month's events"), ("/shop/;jsessionid=" + self._sid(), "Shop"),
                        ("/docs/help/", "Help"), ("/gallery/?view=1", "Next photo")]
             footer += [(self._soft404_link(v, text_key), label) for v, label in
-                       (("words", "Wiki"), ("noresults", "Search"), ("query", "Catalogue")) if v in self.soft404]
+                       (("words", "Wiki"), ("noresults", "Search"), ("query", "Catalogue"), ("template", "Knowledge base"),
+                        ("pathquery", "Find"), ("dates", "Archive")) if v in self.soft404]
         else:
             footer += [("/events/", "Events"), ("/shop/", "Shop"), ("/docs/help/", "Help"), ("/gallery/", "Gallery")]
         out += [f'<a href="{href}">{label}</a> ' for href, label in footer]
@@ -202,6 +220,12 @@ class TrapSite:
             return "/wiki/" + "_".join(rng.choice(vocab).capitalize() for _ in range(rng.randint(1, 3)))
         if variant == "noresults":
             return f"/search/{rng.getrandbits(48):012x}/"
+        if variant == "template":
+            return f"/kb/{rng.choice(vocab)}-{rng.choice(vocab)}.html"
+        if variant == "pathquery":
+            return f"/find/{rng.getrandbits(36):09x}?page={rng.randrange(1, 9)}"
+        if variant == "dates":
+            return f"/archive/?day={rng.randrange(1990, 2030)}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}"
         return f"/catalog/?ref={rng.getrandbits(40):010x}&sort={rng.choice(vocab)}"
 
     def _soft404_space(self, variant: str, path: str, query: str) -> Reply:
@@ -218,6 +242,32 @@ class TrapSite:
             title = f"Search: {token}"
             links = [(href, f"Recent search {href.strip('/').rpartition('/')[2]}") for href in links]
             extra = f"<p>No results for &ldquo;{token}&rdquo;. Check the spelling or try other words.</p>"
+        elif variant == "template":
+            slug = path[len("/kb/"):-len(".html")]
+            title = f"{slug.replace('-', ' ').title()} - Knowledge base"
+            links = [(href, " ".join(w.title() for w in href[4:-5].split("-"))) for href in links]
+            # links to real articles, different for every URL (not siblings: their labels stay)
+            links += [(self.article_path(j), f"Article {j}") for j in (rng.randrange(self.articles) for _ in range(5))]
+            extra = (f"<p>The article {slug} could not be found. It may have been moved or deleted.</p>"
+                     f"<p>{self._text('kb-template', 60)}</p>")
+        elif variant == "pathquery":
+            token = path.strip("/").rpartition("/")[2]
+            title = f"Find {token}"
+            links = [(href, "Next results") for href in links]
+            extra = f"<p>Nothing found for {token} on this page. Try another search.</p>"
+        elif variant == "dates":
+            day = query.partition("day=")[2]
+            title = f"Archive {day}"
+            try:
+                y, m, d = (int(x) for x in day.split("-"))
+                import datetime
+
+                date = datetime.date(y, m, d)
+                near = [date - datetime.timedelta(days=1), date + datetime.timedelta(days=1)]
+                links = [(f"/archive/?day={n.isoformat()}", n.isoformat()) for n in near] + [(links[0], "Random day")]
+            except ValueError:
+                links = [(href, "Another day") for href in links]
+            extra = f"<p>There are no posts on {day}. Choose another day.</p>"
         else:
             title = "Catalogue"
             links = [(href, "Show more") for href in links]
@@ -275,6 +325,12 @@ class TrapSite:
             return self._soft404_space("noresults", path, query)
         if "query" in self.soft404 and path == "/catalog/" and query:
             return self._soft404_space("query", path, query)
+        if "template" in self.soft404 and re.fullmatch(r"/kb/[a-z]+-[a-z]+\.html", path):
+            return self._soft404_space("template", path, query)
+        if "pathquery" in self.soft404 and re.fullmatch(r"/find/[0-9a-f]+", path) and query:
+            return self._soft404_space("pathquery", path, query)
+        if "dates" in self.soft404 and path == "/archive/" and query.startswith("day="):
+            return self._soft404_space("dates", path, query)
         if path.startswith("/events/"):
             return self._events(path)
         if path.startswith("/shop/"):
@@ -435,19 +491,27 @@ class SiteServer:
         return log
 
 
-def fetch_figures(log, real_pages: set[str]) -> dict:
+def fetch_figures(log, real_pages: set[str], broken_links: set[str] = frozenset()) -> dict:
     """Server-side figures of one crawl: fetches, trap and duplicate fetches,
-    distinct real pages reached."""
+    distinct real pages reached. ``broken_links``: paths real pages link to
+    that hold no page (:meth:`TrapSite.broken_link_paths`); the first fetch
+    of each is counted apart (``broken_first``) and left out of
+    ``waste_beyond_broken``, as a fetch of a link answering 404 is never
+    counted as waste (kind ``missing``). ``waste`` counts them."""
     kinds = Counter(kind.split(":")[0] for _, _, kind, _ in log)
     served = Counter(page for _, _, kind, page in log if kind == "real")
     fetches = len(log)
     traps = kinds["trap"]
     duplicates = sum(n - 1 for n in served.values())
+    broken_first = len({target for host, target, kind, _ in log
+                        if kind.startswith("trap") and host != "localhost" and target in broken_links})
     return {
         "fetches": fetches,
         "trap_fetches": traps,
         "duplicate_fetches": duplicates,
         "waste": (traps + duplicates) / fetches if fetches else 0.0,
+        "broken_first": broken_first,
+        "waste_beyond_broken": (traps - broken_first + duplicates) / fetches if fetches else 0.0,
         "real_reached": len(set(served) & real_pages),
         "private_fetches": kinds["private"],
         "by_kind": dict(Counter(kind for _, _, kind, _ in log)),
