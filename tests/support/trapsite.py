@@ -93,11 +93,17 @@ class TrapSite:
         traps: bool = True,
         crawl_delay: float | None = None,
         soft404: tuple[str, ...] = (),
+        api: tuple[int, int] = (0, 0),
     ):
         unknown = set(soft404) - set(SOFT404_VARIANTS)
         if unknown:
             raise ValueError(f"unknown soft-404 variants {sorted(unknown)}")
         self.soft404 = tuple(soft404) if traps else ()
+        #: (distinct, template): an API reference in ``/api/``, an index and
+        #: pages of functions: ``distinct`` with documentation of their own,
+        #: then ``template`` whose only difference is their name (rustdoc's
+        #: ``fn.vcopy_lane_s8`` .. ``_u64``): real pages of one shape.
+        self.api = api
         self.articles = articles
         self.sections = sections
         self.per_listing = per_listing
@@ -144,7 +150,31 @@ class TrapSite:
             pages.add(f"/s/{s}/")
             pages |= {f"/s/{s}/?page={p}" for p in range(2, self.listing_pages(s) + 1)}
         pages |= {self.article_path(i) for i in range(self.articles)}
+        if sum(self.api):
+            pages |= {"/api/index.html"} | {f"/api/fn.{self._api_name(n)}.html" for n in range(sum(self.api))}
         return pages
+
+    def _api_name(self, n: int) -> str:
+        """Function ``n``'s name: words of the vocabulary (``distinct`` ones),
+        then ``vcopy_lane_<lane>`` (the template ones)."""
+        if n < self.api[0]:
+            return "_".join(_vocabulary()[(n * 7 + k) % len(_vocabulary())] for k in range(2))
+        return f"vcopy_lane_{'su'[n % 2]}{8 << (n % 4)}_{n}"
+
+    def _api(self, path: str) -> Reply:
+        count = sum(self.api)
+        names = [self._api_name(n) for n in range(count)]
+        if path == "/api/index.html":
+            links = [(f"fn.{name}.html", name) for name in names]
+            return self._html(self._page("API reference", links, "api-index"), "real", path)
+        m = re.fullmatch(r"/api/fn\.(\w+)\.html", path)
+        if not m or m.group(1) not in names:
+            return self._missing(path)
+        n = names.index(m.group(1))
+        name = names[n]
+        links = [("index.html", "Module index"), (f"fn.{names[(n + 1) % count]}.html", "Next function")]
+        key = f"api-{n}" if n < self.api[0] else "api-template"
+        return self._html(self._page(f"Function {name}", links, key), "real", path)
 
     def broken_link_paths(self) -> set[str]:
         """Paths real articles link to that hold no page (broken links: the
@@ -310,7 +340,11 @@ class TrapSite:
             links += [("/go/0", "Top story"), ("/refresh/1", "Second story")]
             # A disallowed page on a host whose robots.txt is not known yet.
             links.append((f"http://localhost:{port}/private/from-home.html", "Partner area"))
+            if sum(self.api):
+                links.append(("/api/index.html", "API reference"))
             return self._html(self._page("Home", links, "home"), "real", "/")
+        if sum(self.api) and path.startswith("/api/") and not query:
+            return self._api(path)
         if path == "/about.html" and not query:
             return self._html(self._page("About", [("/", "Home")], "about"), "real", "/about.html")
         m = re.fullmatch(r"/s/(\d+)/", path)
@@ -529,9 +563,10 @@ def real_refused(report: dict, site: TrapSite, base: str) -> list[str]:
     refused = {real[url] for url, a in accounts.items() if a["state"] == "refused" and url in real}
     closed = set(report.get("soft404_closed", ()))
     if closed:
-        from scrapy_aopic.hygiene.soft404 import parent_of
+        from scrapy_aopic.hygiene import soft404
 
-        refused |= {path for url, path in real.items() if parent_of(url) in closed}
+        space_of = getattr(soft404, "space_of", lambda url: None)  # (a build before space_of: benchmarks side by side)
+        refused |= {path for url, path in real.items() if soft404.parent_of(url) in closed or space_of(url) in closed}
     return sorted(refused)
 
 
