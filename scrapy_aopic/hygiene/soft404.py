@@ -27,7 +27,12 @@ The detector learns from responses already fetched, no probe request:
   Links into it are refused before they get cash (rule ``soft404_dir``).
   One real page among its children (a shape of its own) keeps the
   directory open, so a site's own section with a few broken links is
-  never closed.
+  never closed. A URL with a query whose path ends in a name also counts
+  under its wider directory (:func:`space_of`).
+* **A directory of real pages** (``REAL_SHAPES`` shapes of its own) spares
+  pages of an error shape (``spare_real_dirs``): pages of one template
+  that differ only in their URL's words are real; unless the page that
+  linked one was of an error shape itself.
 
 Exact duplicates of a real page under other URLs are folded by the URL
 canonicalizer and the duplicate detector before they get here; a shape is
@@ -306,7 +311,9 @@ class Soft404Detector:
         self._dirs: dict[str, Counter[tuple[str, str]] | None] = {}
         self._minted: dict[str, set[str]] = {}  # parent -> sibling links its children made
         self.closed: dict[str, None] = {}  #: soft-404 directories, in the order closed
-        self.counts: Counter[str] = Counter()  #: "soft404" pages, "soft404_dir" links refused
+        #: "soft404" pages, "soft404_dir" links refused, "spared" pages of an
+        #: error shape passed in a directory of real pages
+        self.counts: Counter[str] = Counter()
 
     def observe(self, canonical: str, text: str, siblings: frozenset[str] | tuple = (), *,
                 linked_by_soft404: bool = False) -> bool:
