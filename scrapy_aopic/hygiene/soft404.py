@@ -70,13 +70,17 @@ def space_of(canonical: str) -> str | None:
     (``/find/<token>?page=2``): the path's directory and the sorted
     parameter names (``http://h/find/?page=``), where a space that puts its
     random token in the path *and* a query mints its URLs (each is a
-    :func:`parent_of` of its own); ``None`` for other URLs."""
+    :func:`parent_of` of its own); ``None`` for other URLs and for a name
+    with a dot (a script: ``/view.php?id=3``)."""
     base, qmark, query = canonical.partition("?")
     if not (qmark and query) or base.endswith("/"):
         return None
     scheme, sep, rest = base.partition("://")
     slash = rest.rfind("/")
-    if slash < 0:
+    if slash < 0 or "." in rest[slash + 1:]:
+        # A name with a dot is a script or a file (view.php, list.html):
+        # its own page with its own parameters, never merged with the
+        # directory's other scripts.
         return None
     names = sorted({piece.partition("=")[0] for piece in query.split("&")})
     return f"{scheme}{sep}{rest[: slash + 1]}?{'&'.join(n + '=' for n in names)}"

@@ -26,7 +26,8 @@ def test_space_of():
     assert space_of("http://h/find/ab12?page=2&q=x") == "http://h/find/?page=&q="
     assert space_of("http://h/find/?page=2") is None  # its parent_of already
     assert space_of("http://h/find/ab12") is None
-    assert space_of("http://h/view.php?id=3") == "http://h/?id="
+    assert space_of("http://h/items/ab12?tab=2") == "http://h/items/?tab="
+    assert space_of("http://h/view.php?id=3") is None  # a script: not merged with the directory's others
 
 
 def test_parent_of():
