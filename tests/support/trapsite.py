@@ -38,8 +38,8 @@ some articles, each answering 200 for any token with links to fresh ones:
   articles chosen per URL, five "related" links to fresh ``/kb/`` pages
   with random titles);
 * ``pathquery``: ``/find/<hex>?page=<n>``: the random token in the path
-  *and* a query, so every URL is a directory of its own (no directory to
-  close: only the page's shape stops it);
+  *and* a query, so every URL is a directory (``parent_of``) of its own;
+  they share only their wider directory ``/find/?page=`` (``space_of``);
 * ``dates``: ``/archive/?day=<yyyy-mm-dd>``: "no posts on <date>" with the
   previous and next day and a random other date (a date space of another
   shape than the calendar's ``/yyyy/mm/``).
@@ -47,6 +47,7 @@ some articles, each answering 200 for any token with links to fresh ones:
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import random
@@ -290,8 +291,6 @@ class TrapSite:
             title = f"Archive {day}"
             try:
                 y, m, d = (int(x) for x in day.split("-"))
-                import datetime
-
                 date = datetime.date(y, m, d)
                 near = [date - datetime.timedelta(days=1), date + datetime.timedelta(days=1)]
                 links = [(f"/archive/?day={n.isoformat()}", n.isoformat()) for n in near] + [(links[0], "Random day")]
