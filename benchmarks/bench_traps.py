@@ -16,6 +16,10 @@ counter parameter, a link farm on a second host, soft 404s) and runs real
 Every crawl obeys robots.txt and stops at ``CLOSESPIDER_PAGECOUNT`` =
 budget. Figures are counted server-side: fetches, fetches inside traps,
 repeated fetches of a real page (duplicates), distinct real pages reached.
+The first fetch of each broken link of a real page (the trap site answers it
+with a soft 404) is also counted apart (``broken``): any crawler pays it, as
+it pays a link answering 404, which is not counted as waste here; ``waste-b``
+is waste without those fetches. Both are printed.
 Targets: waste (traps + duplicates) < 2 % of fetches; real pages reached >=
 99 % of the trap-free breadth-first crawl's. For the AOPIC orders it also
 prints the share of lambda's payouts that landed in pending trap URLs
@@ -106,6 +110,7 @@ def main() -> None:
     site_args = {"articles": args.articles, "soft404": variants}
     site, clean = TrapSite(**site_args), TrapSite(args.articles, traps=False)
     real = site.real_pages()
+    broken = site.broken_link_paths()
     print(f"site: {len(real)} real pages; budget {args.budget} pages per crawl")
     for per_host in map(int, args.per_host.split(",")):
         common = {"CLOSESPIDER_PAGECOUNT": args.budget, "CONCURRENT_REQUESTS": 16,
@@ -115,7 +120,7 @@ def main() -> None:
             reference = fetch_figures(server.take_log(), real)
         print(f"\nCONCURRENT_REQUESTS=16, CONCURRENT_REQUESTS_PER_DOMAIN={per_host}")
         print(f"{'order':<22}{'fetches':>8}{'traps':>7}{'dups':>6}{'waste':>8}{'real':>7}{'vs ref':>8}{'secs':>7}"
-              f"{'trap fetch':>11}{'lambda->trap':>13}")
+              f"{'trap fetch':>11}{'lambda->trap':>13}{'broken':>7}{'waste-b':>8}")
         print(f"{'reference (no traps)':<22}{reference['fetches']:>8}{'-':>7}{reference['duplicate_fetches']:>6}"
               f"{'-':>8}{reference['real_reached']:>7}{'100.0%':>8}")
         with SiteServer(site) as server:
@@ -124,7 +129,7 @@ def main() -> None:
                 probe = site_args if name.startswith("aopic") else None
                 report = run_crawl([server.base + "/"], {**order, **common}, lambda_probe=probe)
                 secs = time.perf_counter() - start
-                fig = fetch_figures(server.take_log(), real)
+                fig = fetch_figures(server.take_log(), real, broken)
                 if "accounts" in report:
                     fig["real_refused"] = len(real_refused(report, site, server.base))
                 reach = fig["real_reached"] / reference["real_reached"]
@@ -133,7 +138,7 @@ def main() -> None:
                 trap_share = fig["trap_fetches"] / fig["fetches"] if fig["fetches"] else 0.0
                 print(f"{name:<22}{fig['fetches']:>8}{fig['trap_fetches']:>7}{fig['duplicate_fetches']:>6}"
                       f"{fig['waste']:>8.1%}{fig['real_reached']:>7}{reach:>8.1%}{secs:>7.1f}"
-                      f"{trap_share:>11.1%}{lam_share:>13}")
+                      f"{trap_share:>11.1%}{lam_share:>13}{fig['broken_first']:>7}{fig['waste_beyond_broken']:>8.1%}")
                 if name.startswith("aopic"):
                     stats = report["stats"]
                     traps = {k: v for k, v in stats.items() if k.startswith(("aopic/trap/", "aopic/refused/", "aopic/failed/trap/"))}
@@ -147,7 +152,9 @@ def main() -> None:
                           f"private fetched {fig['private_fetches']}")
     print("\nwaste = (trap + duplicate fetches) / fetches; real = distinct real pages served;"
           " vs ref = real / real of the trap-free breadth-first crawl; trap fetch = trap fetches / fetches;"
-          " lambda->trap = share of lambda's payouts that landed in pending trap URLs (AOPIC orders).")
+          " lambda->trap = share of lambda's payouts that landed in pending trap URLs (AOPIC orders);"
+          " broken = first fetches of real pages' broken links (soft 404s here; a 404 is not waste);"
+          " waste-b = waste without them.")
 
 
 if __name__ == "__main__":

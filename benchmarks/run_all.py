@@ -33,6 +33,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "traps": ("bench_traps.py", [], ["--budget", "800", "--articles", "1000"]),
     "simhash": ("bench_simhash.py", [], ["--quick"]),
     "corpus": ("bench_visibletext_corpus.py", [], ["--pages", "40"]),
+    "soft404-corpus": ("bench_soft404_corpus.py", [], ["--pages", "300"]),
     "version-pairs": ("bench_version_pairs.py", [], ["--quick"]),
     "pending-memory": ("bench_pending_memory.py", ["--urls", "1000000"], ["--urls", "100000"]),
     "crawled-memory": ("bench_crawled_memory.py", ["--pages", "100000", "1000000"], ["--pages", "20000"]),

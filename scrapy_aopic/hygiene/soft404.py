@@ -27,7 +27,12 @@ The detector learns from responses already fetched, no probe request:
   Links into it are refused before they get cash (rule ``soft404_dir``).
   One real page among its children (a shape of its own) keeps the
   directory open, so a site's own section with a few broken links is
-  never closed.
+  never closed. A URL with a query whose path ends in a name also counts
+  under its wider directory (:func:`space_of`).
+* **A directory of real pages** (``REAL_SHAPES`` shapes of its own) spares
+  pages of an error shape (``spare_real_dirs``): pages of one template
+  that differ only in their URL's words are real; unless the page that
+  linked one was of an error shape itself.
 
 Exact duplicates of a real page under other URLs are folded by the URL
 canonicalizer and the duplicate detector before they get here; a shape is
@@ -58,6 +63,27 @@ def parent_of(canonical: str) -> str:
     if slash < 0:
         return f"{scheme}{sep}{rest.partition('/')[0]}/"
     return f"{scheme}{sep}{rest[: slash + 1]}"
+
+
+def space_of(canonical: str) -> str | None:
+    """The wider "directory" of a URL with a query whose path ends in a name
+    (``/find/<token>?page=2``): the path's directory and the sorted
+    parameter names (``http://h/find/?page=``), where a space that puts its
+    random token in the path *and* a query mints its URLs (each is a
+    :func:`parent_of` of its own); ``None`` for other URLs and for a name
+    with a dot (a script: ``/view.php?id=3``)."""
+    base, qmark, query = canonical.partition("?")
+    if not (qmark and query) or base.endswith("/"):
+        return None
+    scheme, sep, rest = base.partition("://")
+    slash = rest.rfind("/")
+    if slash < 0 or "." in rest[slash + 1:]:
+        # A name with a dot is a script or a file (view.php, list.html):
+        # its own page with its own parameters, never merged with the
+        # directory's other scripts.
+        return None
+    names = sorted({piece.partition("=")[0] for piece in query.split("&")})
+    return f"{scheme}{sep}{rest[: slash + 1]}?{'&'.join(n + '=' for n in names)}"
 
 
 def url_tokens(canonical: str) -> set[str]:
@@ -195,12 +221,18 @@ def _tree_facts(url: str, root) -> tuple[str, frozenset[str]]:
     for element in list(root.iter(*_SKIP_TAGS)):
         element.clear(keep_tail=True)  # links inside are gone with it
     base_parent = parent_of(url.partition("#")[0])
+    base_space = space_of(url.partition("#")[0])
 
     def sibling(href: str) -> str | None:
         """``urljoin(url, href)`` before its fragment when that is a
-        sibling of the page, else ``None``."""
+        sibling of the page (same :func:`parent_of`, or same
+        :func:`space_of`), else ``None``."""
         target = urljoin(url, href).partition("#")[0]
-        return None if target == url or parent_of(target) != base_parent else target
+        if target == url:
+            return None
+        if parent_of(target) == base_parent or (base_space is not None and space_of(target) == base_space):
+            return target
+        return None
 
     # href before its fragment, which alone decides it (pages repeat links
     # and hold many "#section" ones) -> sibling(href)
@@ -272,8 +304,10 @@ class Soft404Detector:
     #: URLs remembered per shape (enough to count to ``pages``).
     URLS_PER_SHAPE = 8
 
-    def __init__(self, pages: int = 3):
+    def __init__(self, pages: int = 3, spare_real_dirs: bool = True):
         self.pages = pages
+        #: a page of an error shape in a directory of real pages passes
+        self.spare_real_dirs = spare_real_dirs
         self._shape_urls: dict[tuple[str, str], set[str]] = {}  # (host, shape) -> URLs (up to URLS_PER_SHAPE)
         self.error_shapes: set[tuple[str, str]] = set()  #: (host, shape) of soft 404s
         # parent -> shapes of its children fetched (a count per shape); a
@@ -281,11 +315,17 @@ class Soft404Detector:
         self._dirs: dict[str, Counter[tuple[str, str]] | None] = {}
         self._minted: dict[str, set[str]] = {}  # parent -> sibling links its children made
         self.closed: dict[str, None] = {}  #: soft-404 directories, in the order closed
-        self.counts: Counter[str] = Counter()  #: "soft404" pages, "soft404_dir" links refused
+        #: "soft404" pages, "soft404_dir" links refused, "spared" pages of an
+        #: error shape passed in a directory of real pages
+        self.counts: Counter[str] = Counter()
 
-    def observe(self, canonical: str, text: str, siblings: frozenset[str] | tuple = ()) -> bool:
+    def observe(self, canonical: str, text: str, siblings: frozenset[str] | tuple = (), *,
+                linked_by_soft404: bool = False) -> bool:
         """A page fetched with status 200 (``text`` and ``siblings`` from
-        :func:`page_facts`): ``True`` when it is a soft 404."""
+        :func:`page_facts`): ``True`` when it is a soft 404.
+        ``linked_by_soft404``: the page that linked it answered an error shape
+        itself (then it is never spared: a space inside a directory of real
+        pages stops one hop after its entry)."""
         if not self.pages:
             return False
         shape = page_shape(canonical, text)
@@ -311,13 +351,26 @@ class Soft404Detector:
                     shapes = self._dirs.get(parent)
                     if shapes:
                         self._check_dir(parent, shapes)
-        self._learn_dir(canonical, key, siblings)
+        self._learn_dir(parent_of(canonical), key, siblings)
+        space = space_of(canonical)
+        if space is not None:
+            self._learn_dir(space, key, siblings)
+        if (error and self.spare_real_dirs and not linked_by_soft404
+                and self._dirs.get(parent_of(canonical), False) is None):
+            # Its directory holds REAL_SHAPES pages of distinct shapes: pages
+            # of one template that differ only in their URL's words (API
+            # pages of sibling functions, "no usage of <class>" pages), not
+            # a space minting random URLs. It passes; counted. Its links
+            # pass too, but a page of the shape it links to is not spared.
+            self.counts["spared"] += 1
+            return False
         if error:
             self.counts["soft404"] += 1
         return error
 
-    def _learn_dir(self, canonical: str, key: tuple[str, str], siblings=()) -> None:
-        parent = parent_of(canonical)
+    def _learn_dir(self, parent: str, key: tuple[str, str], siblings=()) -> None:
+        """Count a child of ``parent`` (a :func:`parent_of` or a
+        :func:`space_of`) answering shape ``key``."""
         if parent in self.closed:
             return
         shapes = self._dirs.get(parent, False)
@@ -362,7 +415,7 @@ class Soft404Detector:
         """Whether a link to ``canonical`` goes into a soft-404 directory."""
         if not self.pages or not self.closed:
             return False
-        if parent_of(canonical) in self.closed:
+        if parent_of(canonical) in self.closed or space_of(canonical) in self.closed:
             self.counts["soft404_dir"] += 1
             return True
         return False

@@ -73,6 +73,7 @@ SETTING_OF = {
     "host_pages": "AOPIC_TRAP_HOST_PAGES",
     "max_subdomains": "AOPIC_TRAP_MAX_SUBDOMAINS",
     "soft404_pages": "AOPIC_TRAP_SOFT404_PAGES",
+    "soft404_spare_real_dirs": "AOPIC_TRAP_SOFT404_SPARE_REAL_DIRS",
 }
 
 
@@ -89,12 +90,16 @@ class TrapLimits:
     host_pages: int = 0
     max_subdomains: int = 10  #: Frontera's default
     soft404_pages: int = 3
+    soft404_spare_real_dirs: bool = True
 
     @classmethod
     def from_settings(cls, settings: Any) -> TrapLimits:
         """Limits from Scrapy ``settings`` (``AOPIC_TRAP_*``)."""
         values = {}
         for f in fields(cls):
+            if f.type in (bool, "bool"):
+                values[f.name] = aopic_settings.get_bool(settings, SETTING_OF[f.name])
+                continue
             value = aopic_settings.get_int(settings, SETTING_OF[f.name])
             if value < 0:
                 raise ValueError(f"{SETTING_OF[f.name]} must be >= 0 (0 = off), got {value}")
@@ -228,7 +233,7 @@ class TrapGuard:
         self._hosts: dict[str, set[str]] = {}  # registered domain -> hosts admitted
         self._dates: dict[str, set[str]] = {}  # calendar template -> dates admitted
         self._fetches: Counter[str] = Counter()  # host -> fetches
-        self.soft404 = Soft404Detector(self.limits.soft404_pages)
+        self.soft404 = Soft404Detector(self.limits.soft404_pages, self.limits.soft404_spare_real_dirs)
         # canonical URL -> (http(s)?, path/query rule, host name, calendar
         # key): what the rules read from a canonical URL, computed once per
         # URL (a site's navigation links repeat on every page).
@@ -304,11 +309,14 @@ class TrapGuard:
         dates.add(date)
         return True
 
-    def page_fetched(self, canonical: str, text: str, siblings: frozenset[str] | tuple = ()) -> str | None:
+    def page_fetched(self, canonical: str, text: str, siblings: frozenset[str] | tuple = (), *,
+                     linked_by_soft404: bool = False) -> str | None:
         """A page fetched with status 200 (key ``canonical``, ``text`` from
-        :func:`.soft404.page_facts`, with its sibling links): ``"soft404"`` when it is a soft 404 (counted), else
-        ``None``."""
-        if self.limits.soft404_pages and self.soft404.observe(canonical, text, siblings):
+        :func:`.soft404.page_facts`, with its sibling links; whether the page
+        that linked it was of an error shape): ``"soft404"`` when it is a
+        soft 404 (counted), else ``None``."""
+        if self.limits.soft404_pages and self.soft404.observe(canonical, text, siblings,
+                                                              linked_by_soft404=linked_by_soft404):
             self.counts["soft404"] += 1
             return "soft404"
         return None

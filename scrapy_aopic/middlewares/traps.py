@@ -100,15 +100,28 @@ class Soft404Middleware:
     add-on puts it at 547, once responses are decompressed (590),
     redirects resolved (600, 580) and retries done (550), and before the
     near-duplicate check (545): a soft 404 is not a page of the index.
+
+    A page of an error shape in a directory of real pages (pages of
+    distinct shapes) passes: counted ``aopic/trap/soft404_spared``, logged
+    once; unless the page that linked it (its ``Referer``, set by Scrapy's
+    ``RefererMiddleware``) was of an error shape too: a soft-404 space inside
+    a real directory is then refused one hop after its entry.
     """
 
-    def __init__(self, frontier: Frontier, guard: TrapGuard):
+    #: URLs of pages of an error shape remembered (as fetched), to know
+    #: what they link to; the memo starts over when full.
+    MAX_ERROR_URLS = 1 << 16
+
+    def __init__(self, frontier: Frontier, guard: TrapGuard, stats=None):
         self.frontier = frontier
         self.guard = guard
+        self.stats = stats
+        self._spared_logged = False
+        self._error_urls: set[str] = set()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Soft404Middleware:
-        return cls(Frontier.from_crawler(crawler), guard_of(crawler))
+        return cls(Frontier.from_crawler(crawler), guard_of(crawler), crawler.stats)
 
     def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Response:
         if response.status != 200 or not self.guard.limits.soft404_pages or not isinstance(response, TextResponse):
@@ -117,8 +130,21 @@ class Soft404Middleware:
         if lease is None:
             return response
         detector = self.guard.soft404
-        shapes, closed = len(detector.error_shapes), len(detector.closed)
-        rule = self.guard.page_fetched(lease.url, *self._facts(response))
+        shapes, closed, spared = len(detector.error_shapes), len(detector.closed), detector.counts["spared"]
+        referer = request.headers.get("Referer")
+        linked_by_soft404 = bool(referer) and referer.decode("latin-1").partition("#")[0] in self._error_urls
+        rule = self.guard.page_fetched(lease.url, *self._facts(response), linked_by_soft404=linked_by_soft404)
+        if rule is not None or detector.counts["spared"] > spared:
+            if len(self._error_urls) >= self.MAX_ERROR_URLS:
+                self._error_urls.clear()
+            self._error_urls.add(response.url.partition("#")[0])
+        if detector.counts["spared"] > spared:
+            if self.stats is not None:
+                self.stats.inc_value("aopic/trap/soft404_spared")
+            if not self._spared_logged:
+                self._spared_logged = True
+                logger.info("aopic: %s answered a soft-404 shape but its directory holds pages of their own: "
+                            "passed (pages of one template; stat aopic/trap/soft404_spared; logged once)", request.url)
         if len(detector.error_shapes) > shapes:
             logger.info("aopic: soft 404s found: %d distinct URLs answered the page of %s; "
                         "pages of that shape are refused from now on", self.guard.limits.soft404_pages, request.url)

@@ -33,10 +33,21 @@ some articles, each answering 200 for any token with links to fresh ones:
   <token>" page with "recent searches" (more tokens);
 * ``query``: ``/catalog/?ref=<hex>&sort=<word>``: random query values, the same
   empty catalogue page, with a random request id and time in it.
+* ``template``: ``/kb/<word>-<word>.html``, "not found" in the real
+  articles' own template (a long body of site text, five links to real
+  articles chosen per URL, five "related" links to fresh ``/kb/`` pages
+  with random titles);
+* ``pathquery``: ``/find/<hex>?page=<n>``: the random token in the path
+  *and* a query, so every URL is a directory (``parent_of``) of its own;
+  they share only their wider directory ``/find/?page=`` (``space_of``);
+* ``dates``: ``/archive/?day=<yyyy-mm-dd>``: "no posts on <date>" with the
+  previous and next day and a random other date (a date space of another
+  shape than the calendar's ``/yyyy/mm/``).
 """
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import random
@@ -51,7 +62,7 @@ from typing import NamedTuple
 _WORDS = None
 
 #: Soft-404 spaces :class:`TrapSite` can add (``soft404=``).
-SOFT404_VARIANTS = ("words", "noresults", "query")
+SOFT404_VARIANTS = ("words", "noresults", "query", "template", "pathquery", "dates")
 
 
 def _vocabulary() -> list[str]:
@@ -83,11 +94,17 @@ class TrapSite:
         traps: bool = True,
         crawl_delay: float | None = None,
         soft404: tuple[str, ...] = (),
+        api: tuple[int, int] = (0, 0),
     ):
         unknown = set(soft404) - set(SOFT404_VARIANTS)
         if unknown:
             raise ValueError(f"unknown soft-404 variants {sorted(unknown)}")
         self.soft404 = tuple(soft404) if traps else ()
+        #: (distinct, template): an API reference in ``/api/``, an index and
+        #: pages of functions: ``distinct`` with documentation of their own,
+        #: then ``template`` whose only difference is their name (rustdoc's
+        #: ``fn.vcopy_lane_s8`` .. ``_u64``): real pages of one shape.
+        self.api = api
         self.articles = articles
         self.sections = sections
         self.per_listing = per_listing
@@ -134,10 +151,41 @@ class TrapSite:
             pages.add(f"/s/{s}/")
             pages |= {f"/s/{s}/?page={p}" for p in range(2, self.listing_pages(s) + 1)}
         pages |= {self.article_path(i) for i in range(self.articles)}
+        if sum(self.api):
+            pages |= {"/api/index.html"} | {f"/api/fn.{self._api_name(n)}.html" for n in range(sum(self.api))}
         return pages
 
+    def _api_name(self, n: int) -> str:
+        """Function ``n``'s name: words of the vocabulary (``distinct`` ones),
+        then ``vcopy_lane_<lane>`` (the template ones)."""
+        if n < self.api[0]:
+            return "_".join(_vocabulary()[(n * 7 + k) % len(_vocabulary())] for k in range(2))
+        return f"vcopy_lane_{'su'[n % 2]}{8 << (n % 4)}_{n}"
+
+    def _api(self, path: str) -> Reply:
+        count = sum(self.api)
+        names = [self._api_name(n) for n in range(count)]
+        if path == "/api/index.html":
+            links = [(f"fn.{name}.html", name) for name in names]
+            return self._html(self._page("API reference", links, "api-index"), "real", path)
+        m = re.fullmatch(r"/api/fn\.(\w+)\.html", path)
+        if not m or m.group(1) not in names:
+            return self._missing(path)
+        n = names.index(m.group(1))
+        name = names[n]
+        links = [("index.html", "Module index"), (f"fn.{names[(n + 1) % count]}.html", "Next function")]
+        key = f"api-{n}" if n < self.api[0] else "api-template"
+        return self._html(self._page(f"Function {name}", links, key), "real", path)
+
+    def broken_link_paths(self) -> set[str]:
+        """Paths real articles link to that hold no page (broken links: the
+        trap site answers them with a soft 404). Any crawler pays one fetch
+        to learn that a link is broken, as it pays for a link to a 404."""
+        return {f"/s/{i % self.sections}/old-{i}.html" for i in self.broken_links}
+
     #: Path prefixes of the trap spaces (their real entry pages aside).
-    TRAP_PREFIXES = ("/events/", "/shop/", "/docs/help/", "/gallery/", "/wiki/", "/search/", "/catalog/")
+    TRAP_PREFIXES = ("/events/", "/shop/", "/docs/help/", "/gallery/", "/wiki/", "/search/", "/catalog/", "/kb/", "/find/",
+                     "/archive/")
 
     def is_trap_url(self, url: str) -> bool:
         """Whether ``url`` (absolute) lies in a trap: the link farm, or a trap
@@ -181,7 +229,8 @@ class TrapSite:
             footer += [("/events/2025/06/", "This month's events"), ("/shop/;jsessionid=" + self._sid(), "Shop"),
                        ("/docs/help/", "Help"), ("/gallery/?view=1", "Next photo")]
             footer += [(self._soft404_link(v, text_key), label) for v, label in
-                       (("words", "Wiki"), ("noresults", "Search"), ("query", "Catalogue")) if v in self.soft404]
+                       (("words", "Wiki"), ("noresults", "Search"), ("query", "Catalogue"), ("template", "Knowledge base"),
+                        ("pathquery", "Find"), ("dates", "Archive")) if v in self.soft404]
         else:
             footer += [("/events/", "Events"), ("/shop/", "Shop"), ("/docs/help/", "Help"), ("/gallery/", "Gallery")]
         out += [f'<a href="{href}">{label}</a> ' for href, label in footer]
@@ -202,6 +251,12 @@ class TrapSite:
             return "/wiki/" + "_".join(rng.choice(vocab).capitalize() for _ in range(rng.randint(1, 3)))
         if variant == "noresults":
             return f"/search/{rng.getrandbits(48):012x}/"
+        if variant == "template":
+            return f"/kb/{rng.choice(vocab)}-{rng.choice(vocab)}.html"
+        if variant == "pathquery":
+            return f"/find/{rng.getrandbits(36):09x}?page={rng.randrange(1, 9)}"
+        if variant == "dates":
+            return f"/archive/?day={rng.randrange(1990, 2030)}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}"
         return f"/catalog/?ref={rng.getrandbits(40):010x}&sort={rng.choice(vocab)}"
 
     def _soft404_space(self, variant: str, path: str, query: str) -> Reply:
@@ -218,6 +273,30 @@ class TrapSite:
             title = f"Search: {token}"
             links = [(href, f"Recent search {href.strip('/').rpartition('/')[2]}") for href in links]
             extra = f"<p>No results for &ldquo;{token}&rdquo;. Check the spelling or try other words.</p>"
+        elif variant == "template":
+            slug = path[len("/kb/"):-len(".html")]
+            title = f"{slug.replace('-', ' ').title()} - Knowledge base"
+            links = [(href, " ".join(w.title() for w in href[4:-5].split("-"))) for href in links]
+            # links to real articles, different for every URL (not siblings: their labels stay)
+            links += [(self.article_path(j), f"Article {j}") for j in (rng.randrange(self.articles) for _ in range(5))]
+            extra = (f"<p>The article {slug} could not be found. It may have been moved or deleted.</p>"
+                     f"<p>{self._text('kb-template', 60)}</p>")
+        elif variant == "pathquery":
+            token = path.strip("/").rpartition("/")[2]
+            title = f"Find {token}"
+            links = [(href, "Next results") for href in links]
+            extra = f"<p>Nothing found for {token} on this page. Try another search.</p>"
+        elif variant == "dates":
+            day = query.partition("day=")[2]
+            title = f"Archive {day}"
+            try:
+                y, m, d = (int(x) for x in day.split("-"))
+                date = datetime.date(y, m, d)
+                near = [date - datetime.timedelta(days=1), date + datetime.timedelta(days=1)]
+                links = [(f"/archive/?day={n.isoformat()}", n.isoformat()) for n in near] + [(links[0], "Random day")]
+            except ValueError:
+                links = [(href, "Another day") for href in links]
+            extra = f"<p>There are no posts on {day}. Choose another day.</p>"
         else:
             title = "Catalogue"
             links = [(href, "Show more") for href in links]
@@ -260,7 +339,11 @@ class TrapSite:
             links += [("/go/0", "Top story"), ("/refresh/1", "Second story")]
             # A disallowed page on a host whose robots.txt is not known yet.
             links.append((f"http://localhost:{port}/private/from-home.html", "Partner area"))
+            if sum(self.api):
+                links.append(("/api/index.html", "API reference"))
             return self._html(self._page("Home", links, "home"), "real", "/")
+        if sum(self.api) and path.startswith("/api/") and not query:
+            return self._api(path)
         if path == "/about.html" and not query:
             return self._html(self._page("About", [("/", "Home")], "about"), "real", "/about.html")
         m = re.fullmatch(r"/s/(\d+)/", path)
@@ -275,6 +358,12 @@ class TrapSite:
             return self._soft404_space("noresults", path, query)
         if "query" in self.soft404 and path == "/catalog/" and query:
             return self._soft404_space("query", path, query)
+        if "template" in self.soft404 and re.fullmatch(r"/kb/[a-z]+-[a-z]+\.html", path):
+            return self._soft404_space("template", path, query)
+        if "pathquery" in self.soft404 and re.fullmatch(r"/find/[0-9a-f]+", path) and query:
+            return self._soft404_space("pathquery", path, query)
+        if "dates" in self.soft404 and path == "/archive/" and query.startswith("day="):
+            return self._soft404_space("dates", path, query)
         if path.startswith("/events/"):
             return self._events(path)
         if path.startswith("/shop/"):
@@ -435,19 +524,27 @@ class SiteServer:
         return log
 
 
-def fetch_figures(log, real_pages: set[str]) -> dict:
+def fetch_figures(log, real_pages: set[str], broken_links: set[str] = frozenset()) -> dict:
     """Server-side figures of one crawl: fetches, trap and duplicate fetches,
-    distinct real pages reached."""
+    distinct real pages reached. ``broken_links``: paths real pages link to
+    that hold no page (:meth:`TrapSite.broken_link_paths`); the first fetch
+    of each is counted apart (``broken_first``) and left out of
+    ``waste_beyond_broken``, as a fetch of a link answering 404 is never
+    counted as waste (kind ``missing``). ``waste`` counts them."""
     kinds = Counter(kind.split(":")[0] for _, _, kind, _ in log)
     served = Counter(page for _, _, kind, page in log if kind == "real")
     fetches = len(log)
     traps = kinds["trap"]
     duplicates = sum(n - 1 for n in served.values())
+    broken_first = len({target for host, target, kind, _ in log
+                        if kind.startswith("trap") and host != "localhost" and target in broken_links})
     return {
         "fetches": fetches,
         "trap_fetches": traps,
         "duplicate_fetches": duplicates,
         "waste": (traps + duplicates) / fetches if fetches else 0.0,
+        "broken_first": broken_first,
+        "waste_beyond_broken": (traps - broken_first + duplicates) / fetches if fetches else 0.0,
         "real_reached": len(set(served) & real_pages),
         "private_fetches": kinds["private"],
         "by_kind": dict(Counter(kind for _, _, kind, _ in log)),
@@ -465,9 +562,10 @@ def real_refused(report: dict, site: TrapSite, base: str) -> list[str]:
     refused = {real[url] for url, a in accounts.items() if a["state"] == "refused" and url in real}
     closed = set(report.get("soft404_closed", ()))
     if closed:
-        from scrapy_aopic.hygiene.soft404 import parent_of
+        from scrapy_aopic.hygiene import soft404
 
-        refused |= {path for url, path in real.items() if parent_of(url) in closed}
+        space_of = getattr(soft404, "space_of", lambda url: None)  # (a build before space_of: benchmarks side by side)
+        refused |= {path for url, path in real.items() if soft404.parent_of(url) in closed or space_of(url) in closed}
     return sorted(refused)
 
 

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from scrapy_aopic.hygiene.canonical import canonical_url
-from scrapy_aopic.hygiene.soft404 import Soft404Detector, page_facts, page_shape, parent_of, shape_text
+from scrapy_aopic.hygiene.soft404 import Soft404Detector, page_facts, page_shape, parent_of, shape_text, space_of
 from scrapy_aopic.hygiene.traps import TrapGuard, TrapLimits
 from tests.support.trapsite import SOFT404_VARIANTS, TrapSite
 
@@ -20,6 +20,14 @@ def _observe(detector, site, path):
     reply = site.respond("127.0.0.1", path, 8000)
     url = BASE + path
     return detector.observe(canonical_url(url), *page_facts(url, reply.body.decode()))
+
+
+def test_space_of():
+    assert space_of("http://h/find/ab12?page=2&q=x") == "http://h/find/?page=&q="
+    assert space_of("http://h/find/?page=2") is None  # its parent_of already
+    assert space_of("http://h/find/ab12") is None
+    assert space_of("http://h/items/ab12?tab=2") == "http://h/items/?tab="
+    assert space_of("http://h/view.php?id=3") is None  # a script: not merged with the directory's others
 
 
 def test_parent_of():
@@ -48,10 +56,24 @@ def test_each_variant_is_caught_after_three_pages_and_its_directory_closed(varia
     site = TrapSite(articles=100, soft404=(variant,))
     detector = Soft404Detector(3)
     rng = random.Random(variant)
-    paths = [site._soft404_url(variant, rng) for _ in range(5)]
-    assert [_observe(detector, site, p) for p in paths] == [False, False, True, True, True]
-    assert detector.directory_refuses(canonical_url(BASE + site._soft404_url(variant, rng)))
-    assert len(detector.closed) == 1
+    paths = [site._soft404_url(variant, rng) for _ in range(8)]
+    shapes = []
+    for path in paths:
+        url = BASE + path
+        shapes.append(page_shape(canonical_url(url), page_facts(url, site.respond("127.0.0.1", path, 8000).body.decode())[0]))
+    common = max(set(shapes), key=shapes.count)
+    # A page whose random words also occur in the template's own text loses
+    # them with its URL's words: a shape of its own, and it passes (the
+    # words and template variants: about one page in eight).
+    collisions = [n for n, shape in enumerate(shapes) if shape != common]
+    assert len(collisions) <= 2
+    expected = [shape == common and shapes[: n + 1].count(common) >= 3 for n, shape in enumerate(shapes)]
+    assert [_observe(detector, site, p) for p in paths] == expected
+    if not any(n < 4 for n in collisions):  # a child of another shape keeps a directory open
+        assert detector.directory_refuses(canonical_url(BASE + site._soft404_url(variant, rng)))
+        assert len(detector.closed) == 1
+    if variant == "pathquery":  # every URL is a parent_of of its own: the space is /find/?page=
+        assert list(detector.closed) == [BASE + "/find/?page="]
 
 
 def test_real_pages_never_soft404_and_broken_links_do_not_close_a_section():
@@ -245,3 +267,66 @@ def test_a_plain_name_resolves_as_urljoin_does_on_odd_bases():
         for name in names:
             assert prefix + name == urljoin(base, name).partition("#")[0], (base, name)
             assert prefix + name == urljoin(base, name + "#frag").partition("#")[0], (base, name)
+
+
+def _api_page(name: str, doc: str) -> str:
+    """A rustdoc-like page of function ``name``: a template whose only
+    differences between sibling functions are the name (the URL's words) and,
+    for most functions, their documentation."""
+    return (f"<html><body><nav><a href='index.html'>Module aarch64</a><a href='../index.html'>arch</a></nav>"
+            f"<h1>Function core::arch::aarch64::{name}</h1><pre>pub unsafe fn {name}(a: int16x4_t) -> int16x4_t</pre>"
+            f"<p>Available on AArch64 and target feature neon only.</p><p>{doc}</p></body></html>")
+
+
+@pytest.mark.parametrize("spare", [True, False])
+def test_pages_of_one_template_in_a_directory_of_real_pages_pass(spare):
+    """API pages that differ only in their URL's words (rustdoc's
+    ``fn.vcopy_lane_s8`` .. ``_u16``, Javadoc's "no usage of <class>") share a
+    shape; in a directory of real pages they are not soft 404s. Without the
+    rule (``spare_real_dirs=False``) they are refused, as on main."""
+    detector = Soft404Detector(3, spare_real_dirs=spare)
+    base = "http://h/core/arch/aarch64/"
+    docs = ["Add returns the sum of the lanes", "Multiply lanes and round toward zero now",
+            "Compare each lane for equality, setting all bits", "Shift left every lane by a constant amount"]
+    for n, doc in enumerate(docs):  # distinct pages: the directory holds real pages
+        name = f"vop{'abcd'[n]}_s8"
+        assert not detector.observe(*_facts(base + f"fn.{name}.html", _api_page(name, doc)))
+    same = "Insert vector element from another vector element"
+    results = [detector.observe(*_facts(base + f"fn.vcopy_lane_{t}.html", _api_page(f"vcopy_lane_{t}", same)))
+               for t in ("s8", "s16", "s32", "u8", "u16")]
+    if spare:
+        assert results == [False] * 5 and detector.counts["spared"] == 3
+    else:
+        assert results == [False, False, True, True, True]
+    assert not detector.closed
+
+
+def test_a_page_linked_by_a_soft404_is_never_spared():
+    """A soft-404 space inside a directory of real pages: its entry (linked
+    by a real page) is spared, a page it links to is refused."""
+    detector = Soft404Detector(3)
+    base = "http://h/library/"
+    docs = ["Add returns the sum of the lanes", "Multiply lanes and round toward zero now",
+            "Compare each lane for equality, setting all bits", "Shift left every lane by a constant amount"]
+    for n, doc in enumerate(docs):
+        detector.observe(*_facts(base + f"fn.op{n}.html", _api_page(f"op{'abcd'[n]}", doc)))
+    for n in range(3):  # the host's "not found" shape, learned elsewhere
+        detector.observe(f"http://h/old/x{n}.html", NOT_FOUND)
+    assert not detector.observe(base + "qwertyuiop.html", NOT_FOUND)  # a broken link of a real page: spared
+    assert detector.observe(base + "asdfghjkl.html", NOT_FOUND, linked_by_soft404=True)
+    assert detector.counts["spared"] == 1
+
+
+def test_a_soft404_in_a_directory_not_yet_known_real_is_still_refused():
+    """Sparing needs a directory of real pages: a space's own directory, or
+    a section whose real pages have not been fetched yet, still refuses."""
+    site = TrapSite(articles=100, soft404=("words",))
+    detector = Soft404Detector(3)
+    rng = random.Random(5)
+    paths = [site._soft404_url("words", rng) for _ in range(4)]
+    assert [_observe(detector, site, p) for p in paths] == [False, False, True, True]
+    assert detector.counts["spared"] == 0
+
+
+def _facts(url: str, html: str) -> tuple[str, str, frozenset[str]]:
+    return (canonical_url(url), *page_facts(url, html))
