@@ -110,7 +110,7 @@ class AccountTable:
         self.p_cash = array("d")
         self.p_mark = array("d")
         self.p_depth = array("h")
-        self.p_host = array("I")
+        self.p_host = array("H")  # widened past 65,536 hosts
         self.p_referer = array("i")  # see ``referer`` below
         self.p_requests: dict[int, object] = {}  # pending row -> request, when kept
         self._p_free = array("I")
@@ -227,7 +227,7 @@ class AccountTable:
             self.p_cash[p] = cash
             self.p_mark[p] = mark
             _put(self, "p_depth", p, depth)
-            self.p_host[p] = self._host_id(host)
+            _put(self, "p_host", p, self._host_id(host))
             self.p_referer[p] = referer
         else:
             p = len(self.p_seq)
@@ -235,7 +235,7 @@ class AccountTable:
             self.p_cash.append(cash)
             self.p_mark.append(mark)
             _append(self, "p_depth", depth)
-            self.p_host.append(self._host_id(host))
+            _append(self, "p_host", self._host_id(host))
             self.p_referer.append(referer)
         if request is not None and referer < 0:
             self.p_requests[p] = request

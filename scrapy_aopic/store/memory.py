@@ -644,7 +644,7 @@ class MemoryStore(FrontierStore):
             return -1
         referer = request.referer
         last = self._last_referer
-        if referer is last[0]:
+        if referer == last[0]:  # equal bytes, not the same object: a header each
             return last[1]
         seq = self._table.find_seq(referer.decode("latin-1"))  # one str per byte string, and back
         seq = -1 if seq is None else seq
