@@ -1019,8 +1019,11 @@ class MemoryStore(FrontierStore):
                 heapq.heappop(self._host_heap)
                 heapq.heappop(hq.heap)
                 self._entries -= 1
-                url = self._url_of(top)
-                lease = self._open_lease(url, self._object(url))
+                seq = entry_seq(top)
+                code = self._table.row_of[seq]
+                # the entry is valid: a pending row, or a pending object
+                acc = self._thaw_pending(-code - 2) if code <= -2 else self._accounts[self._table.url(seq)]
+                lease = self._open_lease(acc.url, acc)
                 nxt = self._clean_top(hq)
                 if nxt is None:
                     del self._hosts[host]
