@@ -246,7 +246,25 @@ class AccountTable:
         """The account of pending row ``p`` left it (it is an object now)."""
         self.row_of[self.p_seq[p]] = NO_ROW
         self.p_requests.pop(p, None)
-        self._p_free.append(p)
+        free = self._p_free
+        free.append(p)
+        if len(free) > 4096 and 2 * len(free) > len(self.p_seq):
+            self._pack_pending()
+
+    def _pack_pending(self) -> None:
+        """Move the live pending rows to the front and cut the columns to
+        them (once half the rows are free: amortised O(1) a row), so that
+        a frontier past its peak gives the memory back. Heap entries name
+        seqs, not rows: only ``row_of`` and the kept requests move."""
+        live = [p for p in range(len(self.p_seq)) if self.row_of[self.p_seq[p]] == -p - 2]
+        for name in ("p_seq", "p_cash", "p_mark", "p_depth", "p_host", "p_referer"):
+            column = getattr(self, name)
+            setattr(self, name, array(column.typecode, [column[p] for p in live]))
+        requests = self.p_requests
+        self.p_requests = {new: requests[p] for new, p in enumerate(live) if p in requests}
+        for new, seq in enumerate(self.p_seq):
+            self.row_of[seq] = -new - 2
+        self._p_free = array("I")
 
     def pending_request(self, p: int) -> object:
         referer = self.p_referer[p]

@@ -276,3 +276,27 @@ def test_pending_rows_are_small():
     assert store.totals().pending == len(links)
     print(f"{held / len(links):.0f} B per pending URL")
     assert held / len(links) < 170, held / len(links)
+
+
+def test_pending_columns_shrink_once_the_frontier_does():
+    """Rows freed by fetches are packed away: the columns follow the live
+    frontier, and every row still reads back what it held."""
+    store = MemoryStore("pending")
+    links = [Link(f"http://h{i % 7}.test/{i}", f"h{i % 7}", i % 5, request_of(i, b"http://h0.test/0"))
+             for i in range(20_000)]
+    for link in links:
+        store.register(link)
+    fetched = set()
+    for _ in range(15_000):
+        lease = store.pop(lambda host: True)
+        fetched.add(lease.url)
+        store.settle_failure(lease.url, lease.lease_id)
+    table = store._table
+    left = len(links) - len(fetched)
+    assert pending_row_count(store) == left and len(table.p_seq) <= 2 * left + 4096 < len(links)
+    for link in links:
+        if link.url not in fetched:
+            assert store.request_of(link.url) == link.request and store.get(link.url).depth == link.depth
+            assert store.get(link.url).state == PENDING
+    assert [lease.url for lease in iter(lambda: store.pop(lambda host: True), None)] == [
+        link.url for link in links if link.url not in fetched]  # equal cash: discovery order
