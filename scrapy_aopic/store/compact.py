@@ -223,7 +223,7 @@ class AccountTable:
         free = self._p_free
         if free:
             p = free.pop()
-            self.p_seq[p] = seq
+            _put(self, "p_seq", p, seq)
             self.p_cash[p] = cash
             self.p_mark[p] = mark
             _put(self, "p_depth", p, depth)

@@ -312,9 +312,6 @@ class MemoryStore(FrontierStore):
             return table.p_cash[p] + (self._dividend - table.p_mark[p])
         return self._effective_cash(self._accounts[table.url(seq)])
 
-    def _url_of(self, entry: int) -> str:
-        return self._table.url(entry_seq(entry))
-
     def _clean_top(self, hq: _HostQueue) -> int | None:
         heap = hq.heap
         while heap:
