@@ -105,7 +105,7 @@ class AccountTable:
         self._mask = 7
         self.hosts: list[str] = []
         self._host_ids: dict[str, int] = {}
-        # -- pending rows (never fetched): 30 bytes and a heap entry each
+        # -- pending rows (never fetched): 28 bytes and a heap entry each
         self.p_seq = array("I")
         self.p_cash = array("d")
         self.p_mark = array("d")
@@ -256,7 +256,7 @@ class AccountTable:
         them (once half the rows are free: amortised O(1) a row), so that
         a frontier past its peak gives the memory back. Heap entries name
         seqs, not rows: only ``row_of`` and the kept requests move."""
-        live = [p for p in range(len(self.p_seq)) if self.row_of[self.p_seq[p]] == -p - 2]
+        live = list(self.pending_rows())
         for name in ("p_seq", "p_cash", "p_mark", "p_depth", "p_host", "p_referer"):
             column = getattr(self, name)
             setattr(self, name, array(column.typecode, [column[p] for p in live]))
@@ -273,10 +273,12 @@ class AccountTable:
         return self.p_requests.get(p)
 
     def pending_rows(self) -> Iterator[int]:
-        """Pending rows, in seq order."""
-        for code in self.row_of:
-            if code <= -2:
-                yield -code - 2
+        """Live pending rows, in row order: O(rows), at most twice the live
+        ones past a few thousand (see :meth:`_pack_pending`), not O(names)."""
+        row_of = self.row_of
+        for p, seq in enumerate(self.p_seq):
+            if row_of[seq] == -p - 2:
+                yield p
 
     # -- crawled rows ------------------------------------------------------
 

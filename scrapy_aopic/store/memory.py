@@ -35,7 +35,7 @@ passes 1e12.
 
 Rows. A pending account that was never fetched is a row of flat columns
 (:class:`~scrapy_aopic.store.compact.AccountTable`: cash, mark, depth, host
-and request in about 30 bytes, its URL stored once by sequence number,
+and request in 28 bytes, its URL stored once by sequence number,
 ``seq``); once leased it becomes a Python object (``_Account``), as it stays
 while leased, failed, refused, an alias or pending again after a fetch; once
 its page is crawled it moves to a crawled row (about 100 bytes instead of
