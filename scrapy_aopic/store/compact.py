@@ -103,6 +103,7 @@ class AccountTable:
         self._hash = array("I")  # low 32 bits of each name's hash
         self._slots = array("i", [-1]) * 8  # open addressing, seq or -1
         self._mask = 7
+        self._recent: dict[str, int] = {}  # see _remember
         self.hosts: list[str] = []
         self._host_ids: dict[str, int] = {}
         # -- pending rows (never fetched): 28 bytes and a heap entry each
@@ -172,6 +173,7 @@ class AccountTable:
             self._grow()  # inserts the new name too
         else:
             self._insert(seq, h)
+        self._remember(url, seq)
 
     def url(self, seq: int) -> str:
         start = self._ends[seq - 1] if seq else 0
@@ -181,6 +183,9 @@ class AccountTable:
 
     def find_seq(self, url: str) -> int | None:
         """The seq named ``url``, compared exactly."""
+        seq = self._recent.get(url)
+        if seq is not None:
+            return seq
         h = hash(url)
         low = h & 0xFFFFFFFF
         slots, mask, hashes = self._slots, self._mask, self._hash
@@ -190,8 +195,19 @@ class AccountTable:
             if seq < 0:
                 return None
             if hashes[seq] == low and self.url(seq) == url:
+                self._remember(url, seq)
                 return seq
             i = (i + 1) & mask
+
+    def _remember(self, url: str, seq: int) -> None:
+        """Keep ``url -> seq`` for the next lookups: a page's links are
+        looked up twice (known? then credited), and the links of the next
+        pages often name the same URLs. Names never change, so an entry is
+        never stale; the dict is emptied when full (256 entries)."""
+        recent = self._recent
+        if len(recent) >= 256:
+            recent.clear()
+        recent[url] = seq
 
     def _insert(self, seq: int, h: int) -> None:
         slots, mask = self._slots, self._mask
