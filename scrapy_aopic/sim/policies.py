@@ -23,7 +23,7 @@ from collections import deque
 import numpy as np
 
 from ..engine import AopicEngine
-from ..store.base import PENDING, Link
+from ..store.base import Link
 from ..store.memory import MemoryStore, exact_add
 from .graph import TRAP, Graph
 from .pagerank import pagerank_csr
