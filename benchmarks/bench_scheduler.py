@@ -33,9 +33,11 @@ time on a shared machine: its CPU time per request (``INFO cpu``) and, from
 ``INFO commandstats``, the calls and ``usec_per_call`` of each command run
 in that phase (``evalsha`` is the add-on's ``frontier.lua``; the commands a
 script runs are counted under their own names as well, so the lines do not
-add up). ``--baseline DIR`` adds ``aopic-redis@base``: the Redis backend of
-another checkout (``git archive <commit> | tar -x -C DIR``), run in the
-same session, interleaved, ``--rounds`` times, for before / after ratios.
+add up). ``--baseline DIR`` adds ``aopic@base`` and ``aopic-redis@base``
+(those of ``--kinds`` that run): the memory or Redis backend of another
+checkout (``git archive <commit> | tar -x -C DIR``), run in the same
+session, interleaved, ``--rounds`` times, for before / after ratios (a
+line ``aopic / aopic@base`` per size and round).
 """
 
 from __future__ import annotations
@@ -266,16 +268,16 @@ def run_one(kind: str, size: int, hosts: int) -> dict:
     return result
 
 
-BASE = "aopic-redis@base"
+BASE = "@base"
 
 
 def _run_child(kind: str, size: int, hosts: int, baseline: str | None) -> dict:
     command = [sys.executable, __file__, "--one", kind.split("@")[0], str(size), str(hosts)]
-    if kind == BASE:
+    if kind.endswith(BASE):
         command += ["--code", baseline]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     result = json.loads(out.strip().splitlines()[-1])
-    if kind == BASE and not Path(result["code"]).resolve().is_relative_to(Path(baseline).resolve()):
+    if kind.endswith(BASE) and not Path(result["code"]).resolve().is_relative_to(Path(baseline).resolve()):
         raise SystemExit(f"the baseline ran {result['code']}, not the checkout in {baseline}")
     return result
 
@@ -318,9 +320,12 @@ def main() -> None:
     header = f"{'URLs':>9} {'scheduler':<12} {'enqueue µs':>11} {'next µs':>9} {'B/pending URL':>14} {'crawl loop µs/page':>19}"
     print(header)
     kinds = args.kinds or (["scrapy", "aopic"] + (["scrapy-redis", "aopic-redis"] if args.redis else []))
+    pairs = dict(PAIRS)
     if args.baseline:
-        kinds = kinds + [BASE]
-    pairs = dict(PAIRS, **{BASE: "scrapy-redis"})
+        based = [kind + BASE for kind in kinds if kind.startswith("aopic")]
+        kinds = kinds + based
+        pairs.update({kind: PAIRS[kind[: -len(BASE)]] for kind in based})
+    versus_base = [kind for kind in kinds if kind + BASE in kinds]
     for size in args.sizes:
         for _ in range(args.rounds):
             rows = {}
@@ -348,6 +353,11 @@ def main() -> None:
                     theirs_cpu = s["client_cpu_us"] + s["server"]["enqueue"]["cpu_us"] + s["server"]["next"]["cpu_us"]
                     line += f"; CPU (client + Redis) {mine:.0f} / {theirs_cpu:.0f} µs = {mine / theirs_cpu:.3f}"
                 print(f"{size:>9} {'':<12} {line}", flush=True)
+            for kind in versus_base:
+                a, b = rows[kind], rows[kind + BASE]
+                print(f"{size:>9} {'vs base':<12} {a['enqueue_us'] / b['enqueue_us']:>11.2f} "
+                      f"{a['dequeue_us'] / b['dequeue_us']:>9.3f} {a['bytes_per_url'] / b['bytes_per_url']:>14.2f} "
+                      f"{a['page_us'] / b['page_us']:>19.2f}   ({kind} / {kind}{BASE})", flush=True)
 
 
 if __name__ == "__main__":

@@ -170,6 +170,13 @@ class Canonicalizer:
         return bool(self.drop_prefixes) and name.startswith(self.drop_prefixes)
 
     def _canonicalize(self, url: str) -> str | None:
+        key = self._fixed_point(url)
+        # Most URLs are canonical already: hand back the caller's string, so
+        # that the memo holds one string for them, not two equal ones (about
+        # 100 bytes each: 3 MB of a full memo).
+        return url if key == url else key
+
+    def _fixed_point(self, url: str) -> str | None:
         key = self._once(url)
         # Unquoting can form a new escape ("%%30a" -> "%0a"), and w3lib's
         # clean-up can expose a session segment ("/(A(...))\x08" -> "/(A(...))"),

@@ -23,7 +23,7 @@ from collections import deque
 import numpy as np
 
 from ..engine import AopicEngine
-from ..store.base import PENDING, Link
+from ..store.base import Link
 from ..store.memory import MemoryStore, exact_add
 from .graph import TRAP, Graph
 from .pagerank import pagerank_csr
@@ -328,9 +328,9 @@ class _TrapWatchStore(MemoryStore):
         self.trap_partials: list[float] = []
         super().__init__(lambda_targets)
 
-    def _add_norm(self, value, acc):
-        super()._add_norm(value, acc)
-        if self.trap[int(acc.url)]:
+    def _add_norm(self, value, seq):
+        super()._add_norm(value, seq)
+        if self.trap[int(self._table.url(seq))]:
             exact_add(self.trap_partials, value)
 
     @property
@@ -339,11 +339,8 @@ class _TrapWatchStore(MemoryStore):
 
     def _recount_norm(self):
         super()._recount_norm()
-        self.trap_partials = [math.fsum(
-            acc.cash / acc.mark
-            for acc in self._accounts.values()
-            if acc.state == PENDING and self.trap[int(acc.url)]
-        )]
+        url = self._table.url
+        self.trap_partials = [math.fsum(value for seq, value in self._pending_norms() if self.trap[int(url(seq))])]
 
 
 class EnginePolicy(Policy):

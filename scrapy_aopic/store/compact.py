@@ -1,27 +1,34 @@
 """Flat tables behind the memory store: names of every account and the
-books of crawled ones, in ``array`` columns instead of Python objects.
+books of pending and crawled ones, in ``array`` columns instead of Python
+objects.
 
-A crawled page's account is touched rarely (a back-link's credit, a virtual
-revisit, an export) but there are many of them: as an object it cost about
-390 bytes (the object, its URL string, the dict entry, three floats). Here it
-is a row of fixed-width columns, its URL stored once as bytes.
+Most accounts are pending (discovered, not fetched) or crawled, and there
+are many of them: as an object an account cost about 390 bytes (the object,
+its URL string, the dict entry, its floats and ints). Here it is a row of
+fixed-width columns, its URL stored once as bytes.
 
 **Names.** Every account (whatever its state) has a sequence number
 (``seq``, given in discovery order); its URL is kept here as
 ``scheme://host`` (one shared string per host: an id) plus the rest as bytes
-in one ``bytearray``. Remembered links (link memory) are seqs: 4 bytes each,
-valid whatever state their target moves to.
+in one ``bytearray``. Remembered links (link memory) and a Referer naming a
+known page are seqs: 4 bytes each, valid whatever state their target moves
+to (a name never changes).
 
-**Exact lookup.** Crawled rows are found by URL through an open-addressing
-table of row numbers keyed by the URL's ``hash()``. The hash only narrows
-the search: a candidate counts only when its URL, rebuilt from the names,
-equals the one looked up, so two URLs with the same hash are two rows and a
-URL never seen is never reported seen. (``hash()`` of a ``str`` varies
-between processes; nothing here is written to disk: snapshots hold URLs.)
+**Exact lookup.** A URL is found by an open-addressing table of seqs keyed
+by the URL's ``hash()``. The hash only narrows the search: a candidate
+counts only when its URL, rebuilt from the names, equals the one looked up,
+so two URLs with the same hash are two accounts and a URL never seen is
+never reported seen. (``hash()`` of a ``str`` varies between processes;
+nothing here is written to disk: snapshots hold URLs.) Names are never
+removed, so the table never needs deletions.
 
-A row whose account leaves the crawled state (re-pended, refused) is kept,
-marked dead, and used again if the account is crawled again, so the lookup
-table never needs deletions.
+**Rows.** ``row_of[seq]`` says where an account's books are: ``>= 0`` a
+crawled row, ``<= -2`` the pending row ``-(value + 2)``, ``-1`` neither (the
+store keeps the account as an object: leased, failed, refused, an alias, or
+a pending account that has been fetched before). A pending row holds only
+what a never-fetched account has: cash, dividend mark, depth, host and its
+request. A row whose account leaves its state is put on a free list and
+used again.
 """
 
 from __future__ import annotations
@@ -78,11 +85,11 @@ def _put(table: object, name: str, row: int, value: int) -> None:
         _put(table, name, row, value)
 
 
-class CrawledTable:
-    """Names of all accounts, and crawled accounts as rows of columns.
+class AccountTable:
+    """Names of all accounts, and pending and crawled accounts as rows.
 
-    ``with_mark``: keep each row's dividend mark (lambda pays crawled
-    accounts too, ``AOPIC_LAMBDA_TARGETS = "all"``).
+    ``with_mark``: keep each crawled row's dividend mark (lambda pays
+    crawled accounts too, ``AOPIC_LAMBDA_TARGETS = "all"``).
     """
 
     def __init__(self, with_mark: bool):
@@ -92,8 +99,23 @@ class CrawledTable:
         self._prefix_of = array("H")  # widened past 65,536 hosts
         self._ends = array("I")  # end of each name in the arena
         self._arena = bytearray()
-        self.row_of = array("i")  # seq -> row, NO_ROW, or -(row + 2): dead row
-        # -- rows
+        self.row_of = array("i")  # seq -> crawled row, -(pending row + 2), or NO_ROW
+        self._hash = array("I")  # low 32 bits of each name's hash
+        self._slots = array("i", [-1]) * 8  # open addressing, seq or -1
+        self._mask = 7
+        self._recent: dict[str, int] = {}  # see _remember
+        self.hosts: list[str] = []
+        self._host_ids: dict[str, int] = {}
+        # -- pending rows (never fetched): 28 bytes and a heap entry each
+        self.p_seq = array("I")
+        self.p_cash = array("d")
+        self.p_mark = array("d")
+        self.p_depth = array("h")
+        self.p_host = array("H")  # widened past 65,536 hosts
+        self.p_referer = array("i")  # see ``referer`` below
+        self.p_requests: dict[int, object] = {}  # pending row -> request, when kept
+        self._p_free = array("I")
+        # -- crawled rows
         self.seq = array("I")
         self.cash = array("d")
         self.mark = array("d") if with_mark else None
@@ -102,15 +124,11 @@ class CrawledTable:
         self.visits = array("H")  # 2 bytes each, widened when a value needs more
         self.depth = array("h")
         self.host = array("I")
-        self.hosts: list[str] = []
-        self._host_ids: dict[str, int] = {}
         self.requests: dict[int, object] = {}  # row -> request, when not None
         # seq of the account named by the Referer of a Referer-only request
         # (``Referred(None, url)``: every followed link's), else -1
         self.referer = array("i")
-        self._hash = array("I")  # low 32 bits of each row's URL hash
-        self._slots = array("i", [-1]) * 8  # open addressing, row or -1
-        self._mask = 7
+        self._free = array("I")
         # -- remembered links: ``count < 0``: none remembered; the columns
         # are empty while link memory is off (8 bytes a row saved)
         self.links_on = True
@@ -123,7 +141,8 @@ class CrawledTable:
 
     def add_name(self, seq: int, url: str) -> None:
         """Record the URL of account ``seq`` (new seqs only; a gap left by a
-        restore gets empty names). Runs for every new URL: kept lean."""
+        restore gets empty names, found by no lookup of a real URL: their
+        ``row_of`` stays NO_ROW). Runs for every new URL: kept lean."""
         ends = self._ends
         while len(ends) < seq:
             self.add_name(len(ends), "")
@@ -148,6 +167,13 @@ class CrawledTable:
             self._ends = array("Q", ends)
             self._ends.append(len(arena))
         self.row_of.append(NO_ROW)
+        h = hash(url)
+        self._hash.append(h & 0xFFFFFFFF)
+        if 3 * (seq + 1) > 2 * len(self._slots):
+            self._grow()  # inserts the new name too
+        else:
+            self._insert(seq, h)
+        self._remember(url, seq)
 
     def url(self, seq: int) -> str:
         start = self._ends[seq - 1] if seq else 0
@@ -155,87 +181,47 @@ class CrawledTable:
             "utf-8", "surrogatepass"
         )
 
-    # -- rows --------------------------------------------------------------
-
-    def find(self, url: str) -> int | None:
-        """The row of ``url`` (live or dead), compared exactly."""
+    def find_seq(self, url: str) -> int | None:
+        """The seq named ``url``, compared exactly."""
+        seq = self._recent.get(url)
+        if seq is not None:
+            return seq
         h = hash(url)
         low = h & 0xFFFFFFFF
         slots, mask, hashes = self._slots, self._mask, self._hash
         i = h & mask
         while True:
-            row = slots[i]
-            if row < 0:
+            seq = slots[i]
+            if seq < 0:
                 return None
-            if hashes[row] == low and self.url(self.seq[row]) == url:
-                return row
+            if hashes[seq] == low and self.url(seq) == url:
+                self._remember(url, seq)
+                return seq
             i = (i + 1) & mask
 
-    def _insert(self, row: int, h: int) -> None:
+    def _remember(self, url: str, seq: int) -> None:
+        """Keep ``url -> seq`` for the next lookups: a page's links are
+        looked up twice (known? then credited), and the links of the next
+        pages often name the same URLs. Names never change, so an entry is
+        never stale; the dict is emptied when full (256 entries)."""
+        recent = self._recent
+        if len(recent) >= 256:
+            recent.clear()
+        recent[url] = seq
+
+    def _insert(self, seq: int, h: int) -> None:
         slots, mask = self._slots, self._mask
         i = h & mask
         while slots[i] >= 0:
             i = (i + 1) & mask
-        slots[i] = row
+        slots[i] = seq
 
     def _grow(self) -> None:
         size = len(self._slots) * 2
         self._slots = array("i", [-1]) * size
         self._mask = size - 1
-        for row, low in enumerate(self._hash):  # the low 32 bits index any table below 2**32 slots
-            self._insert(row, low)
-
-    def add(self, seq: int, url: str, host: str, depth: int, request: object, referer: int = -1) -> int:
-        """A row for account ``seq`` (its dead row again if it had one); the
-        caller fills cash, history, last visit and visits. ``referer``: the
-        seq of the account whose URL is ``request``'s Referer, when
-        ``request`` is ``Referred(None, that URL)`` (then not kept itself)."""
-        old = self.row_of[seq]
-        if old <= -2:
-            row = -old - 2
-            self.row_of[seq] = row
-            _put(self, "depth", row, depth)
-            self.host[row] = self._host_id(host)
-            self._set_request(row, request, referer)
-            return row
-        row = len(self.seq)
-        self.row_of[seq] = row
-        _append(self, "seq", seq)
-        self.cash.append(0.0)
-        if self.mark is not None:
-            self.mark.append(0.0)
-        self.history.append(0.0)
-        self.last_visit.append(_NONE)
-        self.visits.append(0)
-        _append(self, "depth", depth)
-        self.host.append(self._host_id(host))
-        self.referer.append(-1)
-        if self.links_on:
-            self.link_start.append(0)
-            self.link_count.append(-1)
-        self._set_request(row, request, referer)
-        h = hash(url)
-        self._hash.append(h & 0xFFFFFFFF)
-        if 3 * (row + 1) > 2 * len(self._slots):
-            self._grow()  # inserts the new row too
-        else:
-            self._insert(row, h)
-        return row
-
-    def kill(self, row: int) -> None:
-        """The row's account left the crawled state (it lives as an object
-        again): keep the row for a later crawl, forget its links."""
-        self.row_of[self.seq[row]] = -row - 2
-        self.requests.pop(row, None)
-        self.referer[row] = -1
-        self.set_links(row, None)
-
-    def rows(self) -> Iterator[int]:
-        """Live rows, in row order."""
-        row_of = self.row_of
-        for row, seq in enumerate(self.seq):
-            if row_of[seq] == row:
-                yield row
+        for seq, low in enumerate(self._hash):  # the low 32 bits index any table below 2**32 slots
+            self._insert(seq, low)
 
     def _host_id(self, host: str) -> int:
         hid = self._host_ids.get(host)
@@ -243,6 +229,127 @@ class CrawledTable:
             hid = self._host_ids[host] = len(self.hosts)
             self.hosts.append(host)
         return hid
+
+    # -- pending rows --------------------------------------------------------
+
+    def add_pending(
+        self, seq: int, cash: float, mark: float, depth: int, host: str, request: object, referer: int
+    ) -> int:
+        """A pending row for account ``seq`` (``referer``: as for :meth:`add`)."""
+        free = self._p_free
+        if free:
+            p = free.pop()
+            _put(self, "p_seq", p, seq)
+            self.p_cash[p] = cash
+            self.p_mark[p] = mark
+            _put(self, "p_depth", p, depth)
+            _put(self, "p_host", p, self._host_id(host))
+            self.p_referer[p] = referer
+        else:
+            p = len(self.p_seq)
+            _append(self, "p_seq", seq)
+            self.p_cash.append(cash)
+            self.p_mark.append(mark)
+            _append(self, "p_depth", depth)
+            _append(self, "p_host", self._host_id(host))
+            self.p_referer.append(referer)
+        if request is not None and referer < 0:
+            self.p_requests[p] = request
+        self.row_of[seq] = -p - 2
+        return p
+
+    def drop_pending(self, p: int) -> None:
+        """The account of pending row ``p`` left it (it is an object now)."""
+        self.row_of[self.p_seq[p]] = NO_ROW
+        self.p_requests.pop(p, None)
+        free = self._p_free
+        free.append(p)
+        if len(free) > 4096 and 2 * len(free) > len(self.p_seq):
+            self._pack_pending()
+
+    def _pack_pending(self) -> None:
+        """Move the live pending rows to the front and cut the columns to
+        them (once half the rows are free: amortised O(1) a row), so that
+        a frontier past its peak gives the memory back. Heap entries name
+        seqs, not rows: only ``row_of`` and the kept requests move."""
+        live = list(self.pending_rows())
+        for name in ("p_seq", "p_cash", "p_mark", "p_depth", "p_host", "p_referer"):
+            column = getattr(self, name)
+            setattr(self, name, array(column.typecode, [column[p] for p in live]))
+        requests = self.p_requests
+        self.p_requests = {new: requests[p] for new, p in enumerate(live) if p in requests}
+        for new, seq in enumerate(self.p_seq):
+            self.row_of[seq] = -new - 2
+        self._p_free = array("I")
+
+    def pending_request(self, p: int) -> object:
+        referer = self.p_referer[p]
+        if referer >= 0:
+            return Referred(None, self.url(referer).encode("latin-1"))
+        return self.p_requests.get(p)
+
+    def pending_rows(self) -> Iterator[int]:
+        """Live pending rows, in row order: O(rows), at most twice the live
+        ones past a few thousand (see :meth:`_pack_pending`), not O(names)."""
+        row_of = self.row_of
+        for p, seq in enumerate(self.p_seq):
+            if row_of[seq] == -p - 2:
+                yield p
+
+    # -- crawled rows ------------------------------------------------------
+
+    def find(self, url: str) -> int | None:
+        """The crawled row of ``url``, compared exactly."""
+        seq = self.find_seq(url)
+        if seq is None:
+            return None
+        row = self.row_of[seq]
+        return row if row >= 0 else None
+
+    def add(self, seq: int, host: str, depth: int, request: object, referer: int = -1) -> int:
+        """A crawled row for account ``seq``; the caller fills cash,
+        history, last visit and visits. ``referer``: the seq of the account
+        whose URL is ``request``'s Referer, when ``request`` is
+        ``Referred(None, that URL)`` (then not kept itself)."""
+        if self._free:
+            row = self._free.pop()
+            _put(self, "seq", row, seq)
+            _put(self, "depth", row, depth)
+            self.host[row] = self._host_id(host)
+        else:
+            row = len(self.seq)
+            _append(self, "seq", seq)
+            self.cash.append(0.0)
+            if self.mark is not None:
+                self.mark.append(0.0)
+            self.history.append(0.0)
+            self.last_visit.append(_NONE)
+            self.visits.append(0)
+            _append(self, "depth", depth)
+            self.host.append(self._host_id(host))
+            self.referer.append(-1)
+            if self.links_on:
+                self.link_start.append(0)
+                self.link_count.append(-1)
+        self.row_of[seq] = row
+        self._set_request(row, request, referer)
+        return row
+
+    def kill(self, row: int) -> None:
+        """The row's account left the crawled state (it lives as an object
+        again): free the row, forget its links."""
+        self.row_of[self.seq[row]] = NO_ROW
+        self.requests.pop(row, None)
+        self.referer[row] = -1
+        self.set_links(row, None)
+        self._free.append(row)
+
+    def rows(self) -> Iterator[int]:
+        """Live crawled rows, in row order."""
+        row_of = self.row_of
+        for row, seq in enumerate(self.seq):
+            if row_of[seq] == row:
+                yield row
 
     def _set_request(self, row: int, request: object, referer: int) -> None:
         self.referer[row] = referer

@@ -33,12 +33,16 @@ recounted (O(n), rare) before a payout, so the books stay balanced to
 1e-13 of each payout. ``scale`` is brought back to 1 (an O(n) pass) when it
 passes 1e12.
 
-Crawled accounts. An account is a Python object (``_Account``) while it is
-pending, leased, failed, refused or an alias; once its page is crawled it
-moves to a row of flat columns (:class:`~scrapy_aopic.store.compact.CrawledTable`:
-about 100 bytes instead of about 390), found by URL exactly, and comes back
-as an object if it is re-pended or refused. Every account's URL is also kept
-there by sequence number (``seq``), compactly.
+Rows. A pending account that was never fetched is a row of flat columns
+(:class:`~scrapy_aopic.store.compact.AccountTable`: cash, mark, depth, host
+and request in 28 bytes, its URL stored once by sequence number,
+``seq``); once leased it becomes a Python object (``_Account``), as it stays
+while leased, failed, refused, an alias or pending again after a fetch; once
+its page is crawled it moves to a crawled row (about 100 bytes instead of
+about 390), and comes back as an object if it is re-pended or refused.
+Every account is found by URL exactly through the table's index of names.
+Moving an account between a row and an object changes nothing in its books
+or its heap entry: only where they are kept.
 
 Link memory. Each crawled account remembers the accounts its last visit
 credited, as their ``seq`` (4 bytes a link, whatever state the target moves
@@ -55,7 +59,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import sys
 from collections.abc import Callable, Iterable, Iterator
 
 from .base import (
@@ -75,7 +78,7 @@ from .base import (
     Totals,
     lambda_split,
 )
-from .compact import CrawledTable, entry_seq, heap_entry
+from .compact import NO_ROW, AccountTable, entry_seq, heap_entry
 
 _ALL_TARGET_STATES = (PENDING, LEASED, CRAWLED)
 #: Values of ``AOPIC_LAMBDA_TARGETS``.
@@ -186,8 +189,9 @@ class MemoryStore(FrontierStore):
         self._keep_links = link_memory
         # heap_entry(key, seq) of CRAWLED accounts with remembered links; lazy.
         self._rich: list[int] = []
-        # Every account's URL by seq, and CRAWLED accounts' books.
-        self._table = CrawledTable(self._all_targets)
+        # Every account's URL by seq, and the books of pending and crawled rows.
+        self._table = AccountTable(self._all_targets)
+        self._last_referer: tuple[bytes | None, int] = (None, -1)  # see _referer_seq
         self._deleted = 0  # keys deleted from _accounts since it was copied
         self._peeked: tuple[str, int] | None = None  # (url, row) peek_crawled returned
         if not link_memory:
@@ -226,12 +230,13 @@ class MemoryStore(FrontierStore):
         """Credit a PENDING account (its key changes: push it after)."""
         if self._by_cash:
             self._settle(acc)
-            self._add_norm(amount / self._dividend, acc)
+            self._add_norm(amount / self._dividend, acc.seq)
         acc.cash += amount
 
-    def _add_norm(self, value: float, acc: _Account) -> None:
-        """``"pending-cash"``: add ``acc``'s change to the pending sum, and
-        to its error bound (``acc`` for subclasses that watch accounts)."""
+    def _add_norm(self, value: float, seq: int) -> None:
+        """``"pending-cash"``: add account ``seq``'s change to the pending
+        sum, and to its error bound (``seq`` for subclasses that watch
+        accounts)."""
         exact_add(self._norm_partials, value)
         self._norm_error += _ROUNDING * abs(value)
 
@@ -239,29 +244,56 @@ class MemoryStore(FrontierStore):
     def _pending_norm(self) -> float:
         return math.fsum(self._norm_partials)
 
+    def _pending_norms(self) -> Iterator[tuple[int, float]]:
+        """``(seq, cash / mark)`` of every pending account (O(n))."""
+        for acc in self._accounts.values():
+            if acc.state == PENDING:
+                yield acc.seq, acc.cash / acc.mark
+        table = self._table
+        for p in table.pending_rows():
+            yield table.p_seq[p], table.p_cash[p] / table.p_mark[p]
+
     def _recount_norm(self) -> None:
         """``"pending-cash"``: the pending sum, recounted exactly (O(n))."""
-        total = math.fsum(acc.cash / acc.mark for acc in self._accounts.values() if acc.state == PENDING)
+        total = math.fsum(value for _, value in self._pending_norms())
         self._norm_partials = [total]
         self._norm_error = _ROUNDING * total
 
     def _push(self, acc: _Account) -> None:
         # The key inline (not self._key): this runs for every credit.
-        entry = heap_entry(-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash, acc.seq)
-        hq = self._hosts.get(acc.host)
+        self._push_entry(heap_entry(-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash, acc.seq), acc.host)
+
+    def _push_row(self, p: int) -> None:
+        """Push the entry of pending row ``p`` (as :meth:`_push` would the object)."""
+        table = self._table
+        cash, mark = table.p_cash[p], table.p_mark[p]
+        self._push_entry(
+            heap_entry(-cash / mark if self._by_cash else mark - cash, table.p_seq[p]), table.hosts[table.p_host[p]]
+        )
+
+    def _push_entry(self, entry: int, host: str) -> None:
+        hq = self._hosts.get(host)
         if hq is None:
-            hq = self._hosts[acc.host] = _HostQueue()
+            hq = self._hosts[host] = _HostQueue()
         heapq.heappush(hq.heap, entry)
         self._entries += 1
         if hq.advertised is None or entry < hq.advertised:
             hq.advertised = entry
-            heapq.heappush(self._host_heap, (entry, acc.host))
+            heapq.heappush(self._host_heap, (entry, host))
         if self._entries > 64 and self._entries > 3 * self._totals.pending:
             self._compact()
 
     def _valid(self, entry: int) -> bool:
         seq = entry_seq(entry)
-        acc = self._accounts.get(self._table.url(seq))
+        table = self._table
+        code = table.row_of[seq]
+        if code <= -2:  # a pending row
+            p = -code - 2
+            cash, mark = table.p_cash[p], table.p_mark[p]
+            return heap_entry(-cash / mark if self._by_cash else mark - cash, seq) == entry
+        if code >= 0:  # crawled
+            return False
+        acc = self._accounts.get(table.url(seq))
         return (
             acc is not None
             and acc.state == PENDING
@@ -269,8 +301,16 @@ class MemoryStore(FrontierStore):
             and heap_entry(-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash, seq) == entry
         )
 
-    def _url_of(self, entry: int) -> str:
-        return self._table.url(entry_seq(entry))
+    def _seq_cash(self, seq: int) -> float:
+        """Effective cash of the pending account ``seq`` (row or object)."""
+        table = self._table
+        code = table.row_of[seq]
+        if code <= -2:
+            p = -code - 2
+            if self._by_cash:
+                return table.p_cash[p] * self._dividend / table.p_mark[p]
+            return table.p_cash[p] + (self._dividend - table.p_mark[p])
+        return self._effective_cash(self._accounts[table.url(seq)])
 
     def _clean_top(self, hq: _HostQueue) -> int | None:
         heap = hq.heap
@@ -313,6 +353,11 @@ class MemoryStore(FrontierStore):
         for acc in self._accounts.values():
             if acc.state == PENDING:
                 live.setdefault(acc.host, []).append(heap_entry(key(acc), acc.seq))
+        table = self._table
+        for p in table.pending_rows():
+            cash, mark = table.p_cash[p], table.p_mark[p]
+            entry = heap_entry(-cash / mark if self._by_cash else mark - cash, table.p_seq[p])
+            live.setdefault(table.hosts[table.p_host[p]], []).append(entry)
         if self._by_cash:  # recount: no drift in the sum a payout divides by
             self._recount_norm()
         self._hosts = {}
@@ -327,21 +372,70 @@ class MemoryStore(FrontierStore):
             self._entries += len(heap)
         heapq.heapify(self._host_heap)
 
-    def _new_account(self, link: Link, cash: float) -> _Account:
-        # One string per host, not one per URL (a host name parsed from
-        # each link is a new string: about 70 bytes per pending URL).
-        acc = _Account(
-            cash, self._dividend, link.depth, self._next_seq, sys.intern(link.host), link.request, link.url
-        )
+    def _new_account(self, link: Link, cash: float) -> int:
+        """A pending row for ``link`` holding ``cash``; returns its seq."""
+        seq = self._next_seq
         self._next_seq += 1
-        self._accounts[link.url] = acc
-        self._table.add_name(acc.seq, link.url)
+        table = self._table
+        table.add_name(seq, link.url)
+        request = link.request
+        p = table.add_pending(
+            seq, cash, self._dividend, link.depth, link.host, request,
+            -1 if request is None else self._referer_seq(request),
+        )
         self._totals.known += 1
         self._totals.pending += 1
         if self._by_cash and cash:
-            self._add_norm(cash / self._dividend, acc)
-        self._push(acc)
+            self._add_norm(cash / self._dividend, seq)
+        self._push_row(p)
+        return seq
+
+    def _credit_pending(self, p: int, amount: float, depth: int | None) -> None:
+        """Credit pending row ``p`` as :meth:`_credit` does a pending object."""
+        table = self._table
+        if amount:
+            if self._by_cash:  # settle first, as _add_pending_cash does
+                mark = table.p_mark[p]
+                if mark != self._dividend:
+                    table.p_cash[p] = table.p_cash[p] * self._dividend / mark
+                    table.p_mark[p] = self._dividend
+                self._add_norm(amount / self._dividend, table.p_seq[p])
+            table.p_cash[p] += amount
+            self._push_row(p)
+        if depth is not None and depth < table.p_depth[p]:
+            table.p_depth[p] = depth
+
+    def _object(self, url: str) -> _Account | None:
+        """The account of ``url`` as an object: a pending row becomes one."""
+        acc = self._accounts.get(url)
+        if acc is None:
+            table = self._table
+            seq = table.find_seq(url)
+            if seq is not None and table.row_of[seq] <= -2:
+                return self._thaw_pending(-table.row_of[seq] - 2)
         return acc
+
+    def _thaw_pending(self, p: int) -> _Account:
+        """Pending row ``p`` as an object (same books, same heap entry)."""
+        table = self._table
+        seq = table.p_seq[p]
+        url = table.url(seq)
+        acc = _Account(
+            table.p_cash[p], table.p_mark[p], table.p_depth[p], seq, table.hosts[table.p_host[p]],
+            table.pending_request(p), url,
+        )
+        table.drop_pending(p)
+        self._accounts[url] = acc
+        return acc
+
+    def _shrink(self, acc: _Account) -> None:
+        """The never-fetched PENDING object ``acc`` to a pending row."""
+        del self._accounts[acc.url]
+        request = acc.request
+        self._table.add_pending(
+            acc.seq, acc.cash, acc.mark, acc.depth, acc.host, request,
+            -1 if request is None else self._referer_seq(request),
+        )
 
     def _set_state(self, acc: _Account, state: int) -> None:
         """Change state; settle the dividend before leaving the target set
@@ -352,7 +446,7 @@ class MemoryStore(FrontierStore):
         old = acc.state
         acc.state = state
         if self._by_cash and old == PENDING and state != PENDING:
-            self._add_norm(-acc.cash / acc.mark, acc)
+            self._add_norm(-acc.cash / acc.mark, acc.seq)
             if self._totals.pending == 1:  # nothing left pending: exactly 0
                 self._norm_partials, self._norm_error = [], 0.0
         if old == PENDING:
@@ -370,7 +464,7 @@ class MemoryStore(FrontierStore):
         if not was_target and self._is_target(acc):
             acc.mark = self._dividend
             if self._by_cash and acc.cash:
-                self._add_norm(acc.cash / self._dividend, acc)
+                self._add_norm(acc.cash / self._dividend, acc.seq)
 
     def _resolve(self, url: str) -> tuple[str, _Account | None, bool]:
         """Follow aliases: ``(url, account, ok)``; ``ok`` is False on a loop
@@ -390,11 +484,16 @@ class MemoryStore(FrontierStore):
         returns the seq of ``link.url``'s account itself (the one to remember)."""
         acc = self._accounts.get(link.url)
         if acc is None:
-            row = self._table.find(link.url)
-            if row is None:
-                return self._new_account(link, amount).seq
-            self._credit_row(row, amount, link.depth)
-            return self._table.seq[row]
+            table = self._table
+            seq = table.find_seq(link.url)
+            code = NO_ROW if seq is None else table.row_of[seq]
+            if code >= 0:
+                self._credit_row(code, amount, link.depth)
+            elif code <= -2:
+                self._credit_pending(-code - 2, amount, link.depth)
+            else:
+                return self._new_account(link, amount)
+            return seq
         state = acc.state
         if state == ALIAS:
             self._credit_resolved(link, amount)
@@ -434,9 +533,14 @@ class MemoryStore(FrontierStore):
             self._totals.lambda_cash += amount
             return
         if acc is None:
-            row = self._table.find(url)
-            if row is not None:
-                self._credit_row(row, amount, link.depth)
+            table = self._table
+            seq = table.find_seq(url)
+            code = NO_ROW if seq is None else table.row_of[seq]
+            if code >= 0:
+                self._credit_row(code, amount, link.depth)
+                return
+            if code <= -2:
+                self._credit_pending(-code - 2, amount, link.depth)
                 return
             if url != link.url:  # an alias whose target vanished: cannot happen
                 self._totals.lambda_cash += amount
@@ -469,6 +573,9 @@ class MemoryStore(FrontierStore):
                 table.cash[row] += amount
                 if self._keep_links and table.link_count[row] >= 0:
                     self._push_rich(self._row_rich_key(row), seq)
+            return
+        if row <= -2:
+            self._credit_pending(-row - 2, amount, None)
             return
         acc = self._accounts[table.url(seq)]
         state = acc.state
@@ -516,7 +623,7 @@ class MemoryStore(FrontierStore):
         if self._deleted > 2 * len(self._accounts) + 4096:
             self._accounts = dict(self._accounts)
             self._deleted = 0
-        row = table.add(acc.seq, acc.url, acc.host, acc.depth, acc.request, referer)
+        row = table.add(acc.seq, acc.host, acc.depth, acc.request, referer)
         table.cash[row] = acc.cash
         if table.mark is not None:
             table.mark[row] = acc.mark
@@ -527,16 +634,19 @@ class MemoryStore(FrontierStore):
         return row
 
     def _referer_seq(self, request: object) -> int:
-        """The seq of the account whose URL is the Referer of a
-        ``Referred(None, referer)`` request, or -1 (kept as it is)."""
+        """The seq of a name equal to the Referer of a ``Referred(None,
+        referer)`` request, or -1 (the request is kept as it is). The links
+        of one page share one Referer: the last answer is kept."""
         if type(request) is not Referred or request.url is not None:
             return -1
-        name = request.referer.decode("latin-1")  # one str per byte string, and back
-        acc = self._accounts.get(name)
-        if acc is not None:
-            return acc.seq
-        row = self._table.find(name)
-        return -1 if row is None else self._table.seq[row]
+        referer = request.referer
+        last = self._last_referer
+        if referer == last[0]:  # equal bytes, not the same object: a header each
+            return last[1]
+        seq = self._table.find_seq(referer.decode("latin-1"))  # one str per byte string, and back
+        seq = -1 if seq is None else seq
+        self._last_referer = (referer, seq)
+        return seq
 
     def _thaw(self, row: int) -> _Account:
         """The crawled account of ``row`` as an object again (re-pended,
@@ -577,6 +687,9 @@ class MemoryStore(FrontierStore):
         row = table.row_of[seq]
         if row >= 0:
             return Link(table.url(seq), table.hosts[table.host[row]], table.depth[row])
+        if row <= -2:
+            p = -row - 2
+            return Link(table.url(seq), table.hosts[table.p_host[p]], table.p_depth[p])
         acc = self._accounts[table.url(seq)]
         return Link(acc.url, acc.host, acc.depth)
 
@@ -585,8 +698,12 @@ class MemoryStore(FrontierStore):
         acc = self._accounts.get(url)
         if acc is not None:
             return acc.request
-        row = self._table.find(url)
-        return None if row is None else self._table.request(row)
+        table = self._table
+        seq = table.find_seq(url)
+        code = NO_ROW if seq is None else table.row_of[seq]
+        if code >= 0:
+            return table.request(code)
+        return table.pending_request(-code - 2) if code <= -2 else None
 
     # -- link memory helpers ----------------------------------------------------
 
@@ -661,20 +778,37 @@ class MemoryStore(FrontierStore):
             acc.request if acc.state == ALIAS else None,
         )
 
+    def _pending_view(self, p: int) -> AccountView:
+        table = self._table
+        seq = table.p_seq[p]
+        return AccountView(
+            table.url(seq), PENDING, self._seq_cash(seq), 0.0, 0.0, 0, None, table.p_depth[p],
+            table.hosts[table.p_host[p]], None,
+        )
+
     def get(self, url: str) -> AccountView | None:
         acc = self._accounts.get(url)
         if acc is not None:
             return self._view(url, acc)
-        row = self._table.find(url)
-        return None if row is None else self._row_view(row)
+        table = self._table
+        seq = table.find_seq(url)
+        code = NO_ROW if seq is None else table.row_of[seq]
+        if code >= 0:
+            return self._row_view(code)
+        return self._pending_view(-code - 2) if code <= -2 else None
 
     def knows(self, url: str) -> bool:
-        # A dead row's account is an object again: found in the dict first.
-        return url in self._accounts or self._table.find(url) is not None
+        if url in self._accounts:
+            return True
+        seq = self._table.find_seq(url)
+        # NO_ROW and no object: an empty name a restore put in a gap
+        return seq is not None and self._table.row_of[seq] != NO_ROW
 
     def iter_accounts(self) -> Iterator[AccountView]:
         for url, acc in self._accounts.items():
             yield self._view(url, acc)
+        for p in self._table.pending_rows():
+            yield self._pending_view(p)
         for row in self._table.rows():
             yield self._row_view(row)
 
@@ -683,8 +817,8 @@ class MemoryStore(FrontierStore):
         if head is None:
             return None
         _, top, _ = head
-        url = self._url_of(top)
-        return url, self._effective_cash(self._accounts[url])
+        seq = entry_seq(top)
+        return self._table.url(seq), self._seq_cash(seq)
 
     # -- snapshots (JOBDIR) -------------------------------------------------
 
@@ -732,6 +866,21 @@ class MemoryStore(FrontierStore):
                     acc.host,
                     acc.request,
                     None if acc.links is None else [table.url(seq) for seq in acc.links],
+                ]
+            for p in table.pending_rows():
+                seq = table.p_seq[p]
+                yield [
+                    table.url(seq),
+                    PENDING,
+                    self._seq_cash(seq),
+                    0.0,
+                    None,
+                    0,
+                    table.p_depth[p],
+                    seq,
+                    table.hosts[table.p_host[p]],
+                    table.pending_request(p),
+                    None,
                 ]
             for row in table.rows():
                 seq = table.seq[row]
@@ -794,6 +943,9 @@ class MemoryStore(FrontierStore):
             acc.links = tuple(accounts[u].seq for u in links if u in accounts)
         for acc in [acc for acc in accounts.values() if acc.state == CRAWLED]:
             store._freeze(acc)
+        for acc in [acc for acc in accounts.values() if acc.state == PENDING]:
+            if acc.history == 0.0 and acc.visits == 0 and acc.last_visit is None and acc.links is None:
+                store._shrink(acc)  # never fetched: a row, as it was
         store._compact()
         store._rebuild_rich()
         return store
@@ -810,11 +962,17 @@ class MemoryStore(FrontierStore):
     def register(self, link: Link) -> int | None:
         url, acc, _ = self._resolve(link.url)
         if acc is None:
-            row = self._table.find(url)
-            if row is not None:
-                if link.depth < self._table.depth[row]:
-                    self._table.depth[row] = link.depth
+            table = self._table
+            seq = table.find_seq(url)
+            code = NO_ROW if seq is None else table.row_of[seq]
+            if code >= 0:
+                if link.depth < table.depth[code]:
+                    table.depth[code] = link.depth
                 return CRAWLED
+            if code <= -2:
+                if link.depth < table.p_depth[-code - 2]:
+                    table.p_depth[-code - 2] = link.depth
+                return PENDING
             self._new_account(link, 0.0)
             return None
         if link.depth < acc.depth:
@@ -847,7 +1005,7 @@ class MemoryStore(FrontierStore):
                     return None
                 hq, top, host = head
                 if min_share > 0:
-                    cash = self._effective_cash(self._accounts[self._url_of(top)])
+                    cash = self._seq_cash(entry_seq(top))
                     if floor is None:
                         floor = cash * min_share  # the first head is the richest of all
                     elif cash < floor:
@@ -858,8 +1016,11 @@ class MemoryStore(FrontierStore):
                 heapq.heappop(self._host_heap)
                 heapq.heappop(hq.heap)
                 self._entries -= 1
-                url = self._url_of(top)
-                lease = self._open_lease(url, self._accounts[url])
+                seq = entry_seq(top)
+                code = self._table.row_of[seq]
+                # the entry is valid: a pending row, or a pending object
+                acc = self._thaw_pending(-code - 2) if code <= -2 else self._accounts[self._table.url(seq)]
+                lease = self._open_lease(acc.url, acc)
                 nxt = self._clean_top(hq)
                 if nxt is None:
                     del self._hosts[host]
@@ -872,7 +1033,7 @@ class MemoryStore(FrontierStore):
                 heapq.heappush(self._host_heap, entry)
 
     def take(self, url: str) -> Lease | None:
-        acc = self._accounts.get(url)
+        acc = self._object(url)
         if acc is None or acc.state != PENDING:
             return None
         return self._open_lease(url, acc)
@@ -916,6 +1077,10 @@ class MemoryStore(FrontierStore):
             if acc.state == PENDING:
                 acc.cash = acc.cash * self._dividend / acc.mark
                 acc.mark = 1.0
+        table = self._table
+        for p in table.pending_rows():
+            table.p_cash[p] = table.p_cash[p] * self._dividend / table.p_mark[p]
+            table.p_mark[p] = 1.0
         self._dividend = 1.0
         self._compact()  # new keys, and the sum recounted
 
@@ -1071,13 +1236,14 @@ class MemoryStore(FrontierStore):
         return cash, share, len(links)
 
     def refuse(self, url: str, host: str, depth: int) -> None:
-        acc = self._accounts.get(url)
+        acc = self._object(url)
         if acc is None:
             row = self._table.find(url)
             if row is not None:
                 acc = self._thaw(row)
             else:
-                acc = self._new_account(Link(url, host, depth), 0.0)
+                self._new_account(Link(url, host, depth), 0.0)
+                acc = self._object(url)
         if acc.state in (PENDING, CRAWLED, FAILED):
             self._set_state(acc, REFUSED)
             self._totals.lambda_cash += acc.cash

@@ -470,3 +470,64 @@ def test_non_http_start_and_non_link_requests_are_scheduled_links_are_not(tmp_pa
     assert crawler.stats.get_value("aopic/refused/unfetchable_url") >= 1
     scheduler.close("finished")
     assert crawler.stats.get_value("aopic/conservation_error") < 1e-9
+
+
+def _as_given(request):
+    """What a request is, less the bookkeeping the frontier adds to meta
+    (and a callback that is the spider's ``parse`` read as ``None``: the
+    codec's rule for plain links, which Scrapy calls ``parse`` for)."""
+    from scrapy_aopic.frontier.requestcodec import TRANSIENT_META
+
+    callback = None if getattr(request.callback, "__name__", None) == "parse" else request.callback
+    return (
+        type(request), request.url, request.method, request.body, request.headers.to_unicode_dict(),
+        request.cookies, request.encoding, request.priority, request.dont_filter, request.flags,
+        request.cb_kwargs, getattr(callback, "__name__", callback),
+        getattr(request.errback, "__name__", request.errback),
+        {k: v for k, v in request.meta.items() if k not in TRANSIENT_META and not k.startswith("aopic_")},
+    )
+
+
+def test_every_kind_of_request_comes_back_as_given_while_pending_in_rows():
+    """Memory backend: followed links (a Referer naming a known page, an
+    unknown one, another spelling) and requests that are anything but plain
+    wait as pending rows and come back exactly as the spider gave them."""
+    from scrapy import FormRequest
+
+    scheduler, _ = make_scheduler()
+    spider = scheduler.frontier.spider
+    page = "http://a.example/page"
+    assert scheduler.enqueue_request(seed(page))
+    marker = object()
+    given = []
+    for i in range(40):
+        url = f"http://h{i % 4}.example/{i}"
+        kind = i % 10
+        if kind < 3:
+            request = Request(url, callback=spider.parse, headers={"Referer": page})
+        elif kind == 3:
+            request = Request(url, headers={"Referer": "http://unknown.example/x?a=%C3%A9"})
+        elif kind == 4:
+            request = Request(url + "#part", headers={"Referer": page})
+        elif kind == 5:
+            request = FormRequest(url, formdata={"q": str(i)}, callback=spider.parse_other)
+        elif kind == 6:
+            request = Request(url, priority=7, flags=["f"], cb_kwargs={"i": i}, dont_filter=True,
+                              headers={"Referer": page, "X-A": "b"}, cookies={"c": "1"})
+        elif kind == 7:
+            request = Request(url, meta={"custom": {"i": i}, "marker": marker}, errback=spider.parse_other)
+        elif kind == 8:
+            request = Request(url, encoding="latin-1", headers={"Referer": page})
+        else:
+            request = Request(url, meta={"download_slot": "own-slot"})
+        given.append(request)
+        assert scheduler.enqueue_request(request)
+    store = scheduler.frontier.store
+    assert sum(1 for code in store._table.row_of if code <= -2) == len(given) + 1
+    out = {request.url: request for request in drain(scheduler)}
+    assert len(out) == len(given) + 1
+    for request in given:
+        back = out[request.url]
+        assert _as_given(back) == _as_given(request), request
+        if "marker" in request.meta:
+            assert back.meta["marker"] is marker
