@@ -87,7 +87,9 @@ def _is_plain(request: Request, spider: Spider | None, *, headers: bool = False)
     callback = request.callback
     if callback is not None:
         default = getattr(spider, "parse", None) if spider is not None else None
-        if callback != default:
+        # ``parse`` is what a request without a callback runs only where the
+        # spider's ``_parse`` is Spider's own: a CrawlSpider's runs its rules.
+        if callback != default or getattr(type(spider), "_parse", None) is not getattr(Spider, "_parse", None):
             return False
     return all(key in TRANSIENT_META for key in request.meta)
 

@@ -149,6 +149,32 @@ def test_followed_links_with_a_referer_are_stored_small_and_come_back_whole(port
     assert isinstance(encode_request(link, "http://a.example/p", spider, portable=False), Request)
 
 
+@pytest.mark.parametrize("portable", [False, True])
+def test_a_crawl_spiders_own_parse_callback_is_kept(portable):
+    """Where a request without a callback runs something else than
+    ``parse`` (a CrawlSpider's ``_parse`` runs its rules), an explicit
+    ``callback=spider.parse`` is not stored as "no callback"."""
+    from scrapy.spiders import CrawlSpider
+
+    class RulesSpider(CrawlSpider):
+        name = "rules"
+
+        def parse(self, response):
+            pass
+
+    spider = RulesSpider()
+    link = Request("http://a.example/p", callback=spider.parse, headers={"Referer": "http://a.example/"})
+    data = encode_request(link, "http://a.example/p", spider, portable=portable)
+    if portable:
+        data = json.loads(json.dumps(data))
+    out = decode_request("http://a.example/p", data, spider)
+    assert out.callback is not None and out.callback.__name__ == "parse"
+    # On a plain spider the same link is stored small and runs parse as before.
+    plain = BroadSpider()
+    link = Request("http://a.example/p", callback=plain.parse, headers={"Referer": "http://a.example/"})
+    assert not isinstance(encode_request(link, "http://a.example/p", plain, portable=False), Request)
+
+
 def test_dont_filter_queues_a_crawled_url_again():
     scheduler, _ = make_scheduler()
     scheduler.enqueue_request(seed("http://a.example/x"))
