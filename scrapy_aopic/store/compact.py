@@ -181,6 +181,12 @@ class AccountTable:
             "utf-8", "surrogatepass"
         )
 
+    def find_row(self, url: str) -> tuple[int | None, int]:
+        """The seq named ``url`` and its row code (:attr:`row_of`:
+        ``NO_ROW`` when unknown or an object)."""
+        seq = self.find_seq(url)
+        return seq, (NO_ROW if seq is None else self.row_of[seq])
+
     def find_seq(self, url: str) -> int | None:
         """The seq named ``url``, compared exactly."""
         seq = self._recent.get(url)

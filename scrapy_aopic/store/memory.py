@@ -485,8 +485,7 @@ class MemoryStore(FrontierStore):
         acc = self._accounts.get(link.url)
         if acc is None:
             table = self._table
-            seq = table.find_seq(link.url)
-            code = NO_ROW if seq is None else table.row_of[seq]
+            seq, code = table.find_row(link.url)
             if code >= 0:
                 self._credit_row(code, amount, link.depth)
             elif code <= -2:
@@ -534,8 +533,7 @@ class MemoryStore(FrontierStore):
             return
         if acc is None:
             table = self._table
-            seq = table.find_seq(url)
-            code = NO_ROW if seq is None else table.row_of[seq]
+            seq, code = table.find_row(url)
             if code >= 0:
                 self._credit_row(code, amount, link.depth)
                 return
@@ -699,8 +697,7 @@ class MemoryStore(FrontierStore):
         if acc is not None:
             return acc.request
         table = self._table
-        seq = table.find_seq(url)
-        code = NO_ROW if seq is None else table.row_of[seq]
+        seq, code = table.find_row(url)
         if code >= 0:
             return table.request(code)
         return table.pending_request(-code - 2) if code <= -2 else None
@@ -791,8 +788,7 @@ class MemoryStore(FrontierStore):
         if acc is not None:
             return self._view(url, acc)
         table = self._table
-        seq = table.find_seq(url)
-        code = NO_ROW if seq is None else table.row_of[seq]
+        seq, code = table.find_row(url)
         if code >= 0:
             return self._row_view(code)
         return self._pending_view(-code - 2) if code <= -2 else None
@@ -963,8 +959,7 @@ class MemoryStore(FrontierStore):
         url, acc, _ = self._resolve(link.url)
         if acc is None:
             table = self._table
-            seq = table.find_seq(url)
-            code = NO_ROW if seq is None else table.row_of[seq]
+            seq, code = table.find_row(url)
             if code >= 0:
                 if link.depth < table.depth[code]:
                     table.depth[code] = link.depth
