@@ -533,7 +533,7 @@ class MemoryStore(FrontierStore):
             return
         if acc is None:
             table = self._table
-            seq, code = table.find_row(url)
+            _, code = table.find_row(url)
             if code >= 0:
                 self._credit_row(code, amount, link.depth)
                 return
@@ -697,7 +697,7 @@ class MemoryStore(FrontierStore):
         if acc is not None:
             return acc.request
         table = self._table
-        seq, code = table.find_row(url)
+        _, code = table.find_row(url)
         if code >= 0:
             return table.request(code)
         return table.pending_request(-code - 2) if code <= -2 else None
@@ -788,7 +788,7 @@ class MemoryStore(FrontierStore):
         if acc is not None:
             return self._view(url, acc)
         table = self._table
-        seq, code = table.find_row(url)
+        _, code = table.find_row(url)
         if code >= 0:
             return self._row_view(code)
         return self._pending_view(-code - 2) if code <= -2 else None
@@ -959,7 +959,7 @@ class MemoryStore(FrontierStore):
         url, acc, _ = self._resolve(link.url)
         if acc is None:
             table = self._table
-            seq, code = table.find_row(url)
+            _, code = table.find_row(url)
             if code >= 0:
                 if link.depth < table.depth[code]:
                     table.depth[code] = link.depth
