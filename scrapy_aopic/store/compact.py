@@ -104,6 +104,11 @@ class AccountTable:
         self._slots = array("i", [-1]) * 8  # open addressing, seq or -1
         self._mask = 7
         self._recent: dict[str, int] = {}  # see _remember
+        # (url, slot) where the last missed lookup stopped: a new URL is
+        # looked up, then named, and its name goes to that slot instead of
+        # probing the same path again (slots are never emptied, and every
+        # name added clears this, so the slot is still the path's first free one)
+        self._miss: tuple[str, int] | None = None
         self.hosts: list[str] = []
         self._host_ids: dict[str, int] = {}
         # -- pending rows (never fetched): 28 bytes and a heap entry each
@@ -169,8 +174,11 @@ class AccountTable:
         self.row_of.append(NO_ROW)
         h = hash(url)
         self._hash.append(h & 0xFFFFFFFF)
+        miss, self._miss = self._miss, None
         if 3 * (seq + 1) > 2 * len(self._slots):
             self._grow()  # inserts the new name too
+        elif miss is not None and miss[0] == url:
+            self._slots[miss[1]] = seq
         else:
             self._insert(seq, h)
         self._remember(url, seq)
@@ -199,6 +207,7 @@ class AccountTable:
         while True:
             seq = slots[i]
             if seq < 0:
+                self._miss = (url, i)
                 return None
             if hashes[seq] == low and self.url(seq) == url:
                 self._remember(url, seq)

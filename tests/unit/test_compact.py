@@ -104,6 +104,29 @@ def test_table_lookup_is_exact_under_hash_collisions():
     assert table.find(Colliding("http://h0.test/page/1000")) is None
 
 
+def test_a_name_goes_where_the_lookup_of_that_same_url_stopped():
+    # A missed lookup leaves the slot it stopped at for the URL's name; a name
+    # added for any other URL, or after the table grew, must find its own.
+    table = AccountTable(with_mark=False)
+    urls = [f"http://h{i % 7}.test/page/{i}" for i in range(200)]
+    for seq, url in enumerate(urls):
+        assert table.find_seq(url) is None
+        if seq % 3 == 1:
+            table.find_seq(urls[-1 - seq])  # the hint names another URL now
+        table.add_name(seq, url)
+        table._recent.clear()
+        assert [table.find_seq(url) for url in urls[: seq + 1]] == list(range(seq + 1))
+    assert table.find_seq("http://h0.test/page/1000") is None
+    # a name added without a lookup takes the free slot: the older hint is void
+    table = AccountTable(with_mark=False)
+    first, second = Colliding("http://c.test/1"), Colliding("http://c.test/2")
+    assert table.find_seq(first) is None
+    table.add_name(0, second)
+    table.add_name(1, first)
+    table._recent.clear()
+    assert (table.find_seq(first), table.find_seq(second)) == (1, 0)
+
+
 def test_names_are_exact():
     table = AccountTable(with_mark=False)
     urls = ["http://a.test/x", "https://b.test", "http://a.test/é?q=%20#f", "mailto:x@y", "", "http://a.test/\udcff"]
