@@ -31,6 +31,9 @@ memory, one virtual revisit per fetch, through :class:`EnginePolicy`):
    entry, as in the store), so it is O(log n) per credit; lambda's uniform
    dividend is left out of the priority (it adds the same amount to every
    pending URL).
+   The engine with lambda paid by cash (``AOPIC_LAMBDA_TARGETS =
+   "pending-cash"``) and with a 0.1 lambda tax runs alongside: other lambda
+   rules, no other order.
 5. With ``--revisit-sweep``: the engine with 1, 4, 16 virtual revisits per fetch.
 
 Needs numpy and scipy; rust-doc, python3-doc, postgresql-doc-15 from Debian
@@ -338,7 +341,7 @@ def diagnose(graph, true_rank) -> None:
     print()
 
 
-def curves(graphs, taus, sweep: bool) -> None:
+def curves(graphs, taus, sweep: bool, lambda_rules: bool = True) -> None:
     header = ["graph", "policy"] + [f"@{f:.0%}" for f in FRACTIONS] + ["CPU s"]
     rows = []
     for name in graphs:
@@ -347,7 +350,10 @@ def curves(graphs, taus, sweep: bool) -> None:
             continue
         graph.name = name
         true_rank = pagerank(graph)
-        policies: list[Policy] = [EnginePolicy(), BatchPageRank(0.01)] + [DiscountedOpic(t) for t in taus]
+        policies: list[Policy] = [EnginePolicy(), BatchPageRank(0.01)]
+        if lambda_rules:  # lambda's dividend is most of pending cash: other ways to pay it
+            policies += [EnginePolicy(lambda_targets="pending-cash"), EnginePolicy(lambda_tax=0.1)]
+        policies += [DiscountedOpic(t) for t in taus]
         if sweep:
             policies += [EnginePolicy(max_revisits=4), EnginePolicy(max_revisits=16)]
         for policy in policies:
