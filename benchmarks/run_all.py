@@ -38,6 +38,7 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "pending-memory": ("bench_pending_memory.py", ["--urls", "1000000"], ["--urls", "100000"]),
     "crawled-memory": ("bench_crawled_memory.py", ["--pages", "100000", "1000000"], ["--pages", "20000"]),
     "ordering": ("bench_ordering.py", [], ["--quick"]),
+    "ordering-gap": ("bench_ordering_gap.py", [], ["--graphs", "rust-doc", "--taus", "100"]),
     "redis": ("bench_redis.py", [], ["--runs", "1"]),
     "redis-cluster": ("bench_redis_cluster.py", ["--cycles", "4000", "--rounds", "8"],
                       ["--cycles", "1200", "--rounds", "4", "--memory", "20000"]),
