@@ -96,20 +96,22 @@ _FREE = (
 #: member list: a name, a signature, the class it comes from), not a menu
 #: laid out in cells. One link alone in a cell of such a table is a field
 #: of a record (:func:`_lone_link`).
-_HOLDS_RECORDS_SOURCE = f".//text()[not(ancestor::a)][{_FREE}]"
+_HOLDS_RECORDS_SOURCE = f"(.//text()[not(ancestor::a)][{_FREE}])[1]"
 _HOLDS_RECORDS = etree.XPath(f"boolean({_HOLDS_RECORDS_SOURCE})")
 #: The sections of a table, between it and its rows.
 _TABLE_SECTIONS = ("tbody", "thead", "tfoot")
 _CELLS = ("td", "th")
 #: A heading: an ``h1``-``h6``, or an element classed ``title`` with text of
 #: its own (Doxygen's ``div.title``, which holds the page's group path).
-#: Links inside one are words of the heading, not a menu.
+#: Links inside one are words of the heading, not a menu (the stylesheet's
+#: test; :func:`_in_heading` is the walk's).
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 _IN_HEADING_SOURCE = (
-    "ancestor{}::*[self::h1 or self::h2 or self::h3 or self::h4 or self::h5 or self::h6"
-    " or (contains(concat(' ', normalize-space(@class), ' '), ' title ') and normalize-space(text()))]"
+    f"ancestor-or-self::*[{' or '.join(f'self::{tag}' for tag in _HEADINGS)}"
+    " or (contains(concat(' ', normalize-space(@class), ' '), ' title ') and text()[normalize-space()])]"
 )
-_IN_HEADING = etree.XPath(f"boolean({_IN_HEADING_SOURCE.format('-or-self')})")
 _XPATH_SPACES = re.compile("[ \t\r\n]+")
+_HEADING_TAGS = frozenset(_HEADINGS)
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>", re.I)
 
 _parser = etree.HTMLParser(
@@ -216,7 +218,9 @@ def _stylesheet(boilerplate: bool) -> etree.XSLT:
         tables = ("table", "tr", *_CELLS)
         containers = "|".join(sorted(_LINK_CONTAINERS - set(tables)))
         blocks = "|".join(tag for tag in _BLOCKS if tag not in _LINK_CONTAINERS)
-        lone = f"a and not(text()[{_FREE}])"
+        # (a link's ancestors are its container and the container's)
+        lone = f"a and not(text()[{_FREE}]) and not({_IN_HEADING_SOURCE})"
+        cell_lone = f"a and not(text()[{_FREE}]) and not($records and count(.//a) = 1) and not({_IN_HEADING_SOURCE})"
         link_templates = f"""
       <xsl:template match="{containers}">
         <xsl:text>&#10;</xsl:text>
@@ -247,12 +251,12 @@ def _stylesheet(boilerplate: bool) -> etree.XSLT:
       <xsl:template match="{"|".join(_CELLS)}">
         <xsl:param name="records" select="false()"/>
         <xsl:text>&#10;</xsl:text>
-        <xsl:apply-templates><xsl:with-param name="lone" select="{lone} and not($records and count(.//a) = 1)"/></xsl:apply-templates>
+        <xsl:apply-templates><xsl:with-param name="lone" select="{cell_lone}"/></xsl:apply-templates>
         <xsl:text>&#10;</xsl:text>
       </xsl:template>
       <xsl:template match="a">
         <xsl:param name="lone" select="false()"/>
-        <xsl:if test="not($lone) or ancestor::main or ancestor::*[@role='main'] or {_IN_HEADING_SOURCE.format('')}"><xsl:apply-templates/></xsl:if>
+        <xsl:if test="not($lone) or ancestor::main or ancestor::*[@role='main']"><xsl:apply-templates/></xsl:if>
       </xsl:template>
       <xsl:template match="*"><xsl:apply-templates/></xsl:template>"""
     # A template element holding more than half the page's characters
@@ -457,9 +461,43 @@ def _lone_link(link, lone_containers: dict) -> bool:
             or any(child.tail and _free_text(child.tail) for child in parent)
             or (parent.tag in _CELLS and _record_field(parent, lone_containers))
             # (the link's ancestors are its container and the container's)
-            or _IN_HEADING(parent)
+            or _in_heading(parent, lone_containers)
         )
     return lone
+
+
+def _in_heading(element, memo: dict) -> bool:
+    """Whether ``element`` is or sits in a heading (:data:`_HEADINGS`, or
+    classed ``title`` with text of its own): the stylesheet's
+    ``_IN_HEADING_SOURCE`` in Python (an XPath call per container costs
+    more than this walk up). ``memo`` holds the answer per element, so the
+    containers of a 600-entry table of contents walk up one step each."""
+    path = []
+    node = element
+    while node is not None:
+        known = memo.get(("heading", node))
+        if known is not None:
+            break
+        if node.tag in _HEADING_TAGS or _titled(node):
+            known = True
+            break
+        path.append(node)
+        node = node.getparent()
+    else:
+        known = False
+    for node in path:  # below the first heading or known answer: the same answer
+        memo[("heading", node)] = known
+    return known
+
+
+def _titled(node) -> bool:
+    """Whether ``node`` is classed ``title`` and holds text of its own."""
+    value = node.get("class")
+    # (the substring test first: most classes are not a title's)
+    return bool(value) and "title" in value and "title" in _XPATH_SPACES.split(value) and bool(
+        (node.text and node.text.strip(" \t\r\n"))
+        or any(child.tail and child.tail.strip(" \t\r\n") for child in node)
+    )
 
 
 def _record_field(cell, lone_containers: dict) -> bool:
