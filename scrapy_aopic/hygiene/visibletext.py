@@ -100,6 +100,8 @@ _HOLDS_RECORDS_SOURCE = f"(.//text()[not(ancestor::a)][{_FREE}])[1]"
 _HOLDS_RECORDS = etree.XPath(f"boolean({_HOLDS_RECORDS_SOURCE})")
 #: The sections of a table, between it and its rows.
 _TABLE_SECTIONS = ("tbody", "thead", "tfoot")
+#: What may stand between a table and its cells.
+_ROW_PARTS = frozenset(("tr", *_TABLE_SECTIONS))
 _CELLS = ("td", "th")
 #: A heading: an ``h1``-``h6``, or an element classed ``title`` with text of
 #: its own (Doxygen's ``div.title``, which holds the page's group path).
@@ -502,12 +504,10 @@ def _titled(node) -> bool:
 
 def _record_field(cell, lone_containers: dict) -> bool:
     """Whether ``cell`` holds one link and is a cell of a table of records
-    (the stylesheet's parameter "records": table, section, row, cell)."""
-    row = cell.getparent()
-    if row is None or row.tag != "tr":
-        return False
-    table = row.getparent()
-    if table is not None and table.tag in _TABLE_SECTIONS:
+    (the stylesheet's parameter "records", which flows from the table
+    through its sections and rows, any of them in any order, to the cell)."""
+    table = cell.getparent()
+    while table is not None and table.tag in _ROW_PARTS:
         table = table.getparent()
     if table is None or table.tag != "table":
         return False

@@ -167,6 +167,14 @@ def test_stylesheet_and_walk_write_the_same_text(boilerplate):
         "<html><body><p>a<!-- c -->b<?pi x?>c</p><div>d<br>e</div><table><tr><td>f</td><td>g</td></tr></table>"
         "<pre>h\n i</pre><ul><li>j<li>k</ul><script>x</script>tail<a href=/>l</a>m</body></html>",
         "<html><body><header>h</header><main class='nav'><p>kept</p></main><svg><text>s</text></svg>t</body></html>",
+        # Tables of records, well formed or not (cells straight in a table
+        # or a section), and links in headings.
+        "<html><body><table><tbody><tr><td><a href=/a>A</a> ()</td><td><a href=/c>C</a></td></tr></tbody></table>"
+        "<table><td><a href=/x>X</a></td><td>text here</td></table><table><tbody><td><a href=/y>Y</a></td>"
+        "<td>text</td></tbody></table><table><tr><td><div><a href=/z>Z</a></div></td><td>more text</td></tr>"
+        "<tr><td><a href=/1>1</a><a href=/2>2</a></td></tr></table><table><tr><td><a href=/m>M</a></td></tr></table>"
+        "<h2>Title <div><a href=/g>G</a> | <a href=/r>R</a></div></h2>"
+        "<div class='x title'>T <p><a href=/t>t</a></p></div></body></html>",
     ]
     for html in pages:
         root = etree.fromstring(html.encode(), etree.HTMLParser())
