@@ -68,6 +68,9 @@ _SECTIONING = ("main", "article", "section")
 #: The page's main landmark: neither it nor an element holding it is boilerplate.
 _MAIN_LANDMARKS = etree.XPath("//main | //*[@role='main']")
 _SECTION_PARTS = ("header", "footer")
+#: Rows, sections and heading cells of a table: marked header or footer,
+#: they head or close the table (see :func:`_section_part`).
+_TABLE_PARTS = ("tr", "thead", "tfoot", "th")
 _CLASS_TOKEN = re.compile(r"[\s_-]+")
 #: Elements that start and end a line of text.
 _BLOCKS = (
@@ -83,7 +86,34 @@ _DELETE_LINK_PUNCTUATION = str.maketrans("", "", _LINK_PUNCTUATION)
 _LINK_CONTAINERS = frozenset("ul ol li dl dt dd table tr td th div p section".split())
 #: Text longer than this is a sentence, not separators, without a closer look.
 _SURELY_FREE = 12
+#: XPath predicate: a text node that is text of its own, not link separators
+#: (:func:`_free_text`). The length test first: translate() is slow in libxml2.
+_FREE = (
+    f"string-length(normalize-space(.)) > {_SURELY_FREE}"
+    f" or normalize-space(translate(., '{_LINK_PUNCTUATION}', ''))"
+)
+#: Whether a table holds text outside its links: a table of records (a
+#: member list: a name, a signature, the class it comes from), not a menu
+#: laid out in cells. One link alone in a cell of such a table is a field
+#: of a record (:func:`_lone_link`).
+_HOLDS_RECORDS_SOURCE = f"(.//text()[not(ancestor::a)][{_FREE}])[1]"
+_HOLDS_RECORDS = etree.XPath(f"boolean({_HOLDS_RECORDS_SOURCE})")
+#: The sections of a table, between it and its rows.
+_TABLE_SECTIONS = ("tbody", "thead", "tfoot")
+#: What may stand between a table and its cells.
+_ROW_PARTS = frozenset(("tr", *_TABLE_SECTIONS))
+_CELLS = ("td", "th")
+#: A heading: an ``h1``-``h6``, or an element classed ``title`` with text of
+#: its own (Doxygen's ``div.title``, which holds the page's group path).
+#: Links inside one are words of the heading, not a menu (the stylesheet's
+#: test; :func:`_in_heading` is the walk's).
+_HEADINGS = ("h1", "h2", "h3", "h4", "h5", "h6")
+_IN_HEADING_SOURCE = (
+    f"ancestor-or-self::*[{' or '.join(f'self::{tag}' for tag in _HEADINGS)}"
+    " or (contains(concat(' ', normalize-space(@class), ' '), ' title ') and text()[normalize-space()])]"
+)
 _XPATH_SPACES = re.compile("[ \t\r\n]+")
+_HEADING_TAGS = frozenset(_HEADINGS)
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>", re.I)
 
 _parser = etree.HTMLParser(
@@ -180,22 +210,50 @@ def _stylesheet(boilerplate: bool) -> etree.XSLT:
     link_templates = ""
     if boilerplate:
         skipped += _BOILERPLATE_TAGS
-        # The length test first: translate() is slow in libxml2.
-        free = (
-            f"string-length(normalize-space(.)) > {_SURELY_FREE}"
-            f" or normalize-space(translate(., '{_LINK_PUNCTUATION}', ''))"
-        )
         # A container judges its text once and tells its links (parameter
         # "lone"): a test per link would read all its siblings' text,
         # quadratic in a tag cloud or sitemap of thousands of links. The
         # template for "*" stops libxslt's built-in rule from passing "lone"
-        # on to links deeper down.
-        containers = "|".join(sorted(_LINK_CONTAINERS))
+        # on to links deeper down. A table judges its text once too and
+        # tells its cells through its sections and rows (parameter
+        # "records"): a cell whose one link is a record's field keeps it.
+        tables = ("table", "tr", *_CELLS)
+        containers = "|".join(sorted(_LINK_CONTAINERS - set(tables)))
         blocks = "|".join(tag for tag in _BLOCKS if tag not in _LINK_CONTAINERS)
+        # (a link's ancestors are its container and the container's)
+        lone = f"a and not(text()[{_FREE}]) and not({_IN_HEADING_SOURCE})"
+        cell_lone = f"a and not(text()[{_FREE}]) and not($records and count(.//a) = 1) and not({_IN_HEADING_SOURCE})"
         link_templates = f"""
       <xsl:template match="{containers}">
         <xsl:text>&#10;</xsl:text>
-        <xsl:apply-templates><xsl:with-param name="lone" select="a and not(text()[{free}])"/></xsl:apply-templates>
+        <xsl:apply-templates><xsl:with-param name="lone" select="{lone}"/></xsl:apply-templates>
+        <xsl:text>&#10;</xsl:text>
+      </xsl:template>
+      <xsl:template match="table">
+        <xsl:text>&#10;</xsl:text>
+        <xsl:apply-templates>
+          <xsl:with-param name="lone" select="{lone}"/>
+          <xsl:with-param name="records" select="boolean({_HOLDS_RECORDS_SOURCE})"/>
+        </xsl:apply-templates>
+        <xsl:text>&#10;</xsl:text>
+      </xsl:template>
+      <xsl:template match="{"|".join(_TABLE_SECTIONS)}">
+        <xsl:param name="records" select="false()"/>
+        <xsl:apply-templates><xsl:with-param name="records" select="$records"/></xsl:apply-templates>
+      </xsl:template>
+      <xsl:template match="tr">
+        <xsl:param name="records" select="false()"/>
+        <xsl:text>&#10;</xsl:text>
+        <xsl:apply-templates>
+          <xsl:with-param name="lone" select="{lone}"/>
+          <xsl:with-param name="records" select="$records"/>
+        </xsl:apply-templates>
+        <xsl:text>&#10;</xsl:text>
+      </xsl:template>
+      <xsl:template match="{"|".join(_CELLS)}">
+        <xsl:param name="records" select="false()"/>
+        <xsl:text>&#10;</xsl:text>
+        <xsl:apply-templates><xsl:with-param name="lone" select="{cell_lone}"/></xsl:apply-templates>
         <xsl:text>&#10;</xsl:text>
       </xsl:template>
       <xsl:template match="a">
@@ -253,7 +311,7 @@ def _walk_text(root, boilerplate: bool) -> str:
     append = pieces.append
     walker = etree.iterwalk(root, events=("start", "end", "comment", "pi"))
     just_skipped = False
-    free_parents: dict = {}  # container -> has text of its own (see _lone_link)
+    lone_containers: dict = {}  # container -> its links are lone (see _lone_link)
     in_main = 0  # depth of main landmarks around the element
     # Whether each open element is a block (its end writes a newline), so
     # that its end reads no tag: every lxml property read is a C call.
@@ -265,7 +323,7 @@ def _walk_text(root, boilerplate: bool) -> str:
             if tag in _INVISIBLE_TAGS or (
                 boilerplate
                 and tag not in _NEVER_BOILERPLATE
-                and _skipped(element, boilerplate, free_parents, total, holders, in_main)
+                and _skipped(element, boilerplate, lone_containers, total, holders, in_main)
             ):
                 walker.skip_subtree()  # the next event is this element's end
                 just_skipped = True
@@ -295,7 +353,7 @@ def _walk_text(root, boilerplate: bool) -> str:
 
 
 def _skipped(
-    element, boilerplate: bool, free_parents: dict, total: int, holders: set = frozenset(), in_main: int = 0
+    element, boilerplate: bool, lone_containers: dict, total: int, holders: set = frozenset(), in_main: int = 0
 ) -> bool:
     tag = element.tag
     if tag in _INVISIBLE_TAGS:
@@ -305,7 +363,7 @@ def _skipped(
     if tag == "a":
         # The page's own main landmark holds content, its lists of links too
         # (a table of contents, a list of members): lone only outside it.
-        return not in_main and _lone_link(element, free_parents)
+        return not in_main and _lone_link(element, lone_containers)
     if not _judged_boilerplate(element, tag):
         return False
     if element in holders or _section_part(element, tag) or _titles_the_page(element, tag):
@@ -330,7 +388,10 @@ def _judged_boilerplate(element, tag: str) -> bool:
 
 def _section_part(element, tag: str) -> bool:
     """Whether ``element`` is the header or footer of a piece of content
-    (:data:`_SECTIONING`), judged boilerplate only for that: it is kept."""
+    (:data:`_SECTIONING`) or of a table (:data:`_TABLE_PARTS`: Doxygen's
+    ``tr class="inherit_header"``, "Public Member Functions inherited from
+    ..."), judged boilerplate only for that: it is kept. A site's header
+    is a region of the page, not a row of a table."""
     if tag in _SECTION_PARTS:
         pass
     elif tag in _BOILERPLATE_TAG_SET or element.get("role"):
@@ -343,6 +404,8 @@ def _section_part(element, tag: str) -> bool:
                 words.update(token for token in _CLASS_TOKEN.split(value.lower()) if token in _BOILERPLATE_WORDS)
         if not words or not words <= set(_SECTION_PARTS):
             return False
+        if tag in _TABLE_PARTS:
+            return True
     return any(
         ancestor.tag in _SECTIONING or ancestor.get("role") == "main" for ancestor in element.iterancestors()
     )
@@ -375,26 +438,84 @@ def _titles_the_page(element, tag: str) -> bool:
     return words == {"header"} and bool(_PAGE_TITLE(element))
 
 
-def _lone_link(link, free_parents: dict) -> bool:
+def _lone_link(link, lone_containers: dict) -> bool:
     """Whether ``link`` sits in a list item, table cell or block
     (:data:`_LINK_CONTAINERS`) with no text of its own beside its elements
     (punctuation and white space aside): a menu entry, a tag in a cloud, a
     pager's number, a cell that is a link. Such links are left out; a link
-    inside a sentence, a heading or inline markup is text.
+    inside a sentence, a heading or inline markup is text, and so is the one
+    link of a cell in a table of records (:data:`_HOLDS_RECORDS`: a member
+    list's "defined in" column), where a menu laid out as a table has no
+    text outside its links.
 
-    ``free_parents`` remembers the answer per container for the walk: the
-    test reads every child, and a container may hold thousands of links."""
+    ``lone_containers`` remembers the answer per container (and table) for
+    the walk: the test reads every child, and a container may hold
+    thousands of links."""
     parent = link.getparent()
     if parent is None:
         return True
     if parent.tag not in _LINK_CONTAINERS:
         return False
-    free = free_parents.get(parent)
-    if free is None:
-        free = free_parents[parent] = bool(parent.text and _free_text(parent.text)) or any(
-            child.tail and _free_text(child.tail) for child in parent
+    lone = lone_containers.get(parent)
+    if lone is None:
+        lone = lone_containers[parent] = not (
+            bool(parent.text and _free_text(parent.text))
+            or any(child.tail and _free_text(child.tail) for child in parent)
+            or (parent.tag in _CELLS and _record_field(parent, lone_containers))
+            # (the link's ancestors are its container and the container's)
+            or _in_heading(parent, lone_containers)
         )
-    return not free
+    return lone
+
+
+def _in_heading(element, memo: dict) -> bool:
+    """Whether ``element`` is or sits in a heading (:data:`_HEADINGS`, or
+    classed ``title`` with text of its own): the stylesheet's
+    ``_IN_HEADING_SOURCE`` in Python (an XPath call per container costs
+    more than this walk up). ``memo`` holds the answer per element, so the
+    containers of a 600-entry table of contents walk up one step each."""
+    path = []
+    node = element
+    while node is not None:
+        known = memo.get(("heading", node))
+        if known is not None:
+            break
+        if node.tag in _HEADING_TAGS or _titled(node):
+            known = True
+            break
+        path.append(node)
+        node = node.getparent()
+    else:
+        known = False
+    for node in path:  # below the first heading or known answer: the same answer
+        memo[("heading", node)] = known
+    return known
+
+
+def _titled(node) -> bool:
+    """Whether ``node`` is classed ``title`` and holds text of its own."""
+    value = node.get("class")
+    # (the substring test first: most classes are not a title's)
+    return bool(value) and "title" in value and "title" in _XPATH_SPACES.split(value) and bool(
+        (node.text and node.text.strip(" \t\r\n"))
+        or any(child.tail and child.tail.strip(" \t\r\n") for child in node)
+    )
+
+
+def _record_field(cell, lone_containers: dict) -> bool:
+    """Whether ``cell`` holds one link and is a cell of a table of records
+    (the stylesheet's parameter "records", which flows from the table
+    through its sections and rows, any of them in any order, to the cell)."""
+    table = cell.getparent()
+    while table is not None and table.tag in _ROW_PARTS:
+        table = table.getparent()
+    if table is None or table.tag != "table":
+        return False
+    key = ("records", table)
+    records = lone_containers.get(key)
+    if records is None:
+        records = lone_containers[key] = bool(_HOLDS_RECORDS(table))
+    return records and sum(1 for _ in cell.iter("a")) == 1
 
 
 def _free_text(text: str) -> bool:

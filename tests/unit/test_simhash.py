@@ -167,6 +167,14 @@ def test_stylesheet_and_walk_write_the_same_text(boilerplate):
         "<html><body><p>a<!-- c -->b<?pi x?>c</p><div>d<br>e</div><table><tr><td>f</td><td>g</td></tr></table>"
         "<pre>h\n i</pre><ul><li>j<li>k</ul><script>x</script>tail<a href=/>l</a>m</body></html>",
         "<html><body><header>h</header><main class='nav'><p>kept</p></main><svg><text>s</text></svg>t</body></html>",
+        # Tables of records, well formed or not (cells straight in a table
+        # or a section), and links in headings.
+        "<html><body><table><tbody><tr><td><a href=/a>A</a> ()</td><td><a href=/c>C</a></td></tr></tbody></table>"
+        "<table><td><a href=/x>X</a></td><td>text here</td></table><table><tbody><td><a href=/y>Y</a></td>"
+        "<td>text</td></tbody></table><table><tr><td><div><a href=/z>Z</a></div></td><td>more text</td></tr>"
+        "<tr><td><a href=/1>1</a><a href=/2>2</a></td></tr></table><table><tr><td><a href=/m>M</a></td></tr></table>"
+        "<h2>Title <div><a href=/g>G</a> | <a href=/r>R</a></div></h2>"
+        "<div class='x title'>T <p><a href=/t>t</a></p></div></body></html>",
     ]
     for html in pages:
         root = etree.fromstring(html.encode(), etree.HTMLParser())
@@ -188,14 +196,54 @@ def test_stylesheet_and_walk_write_the_same_text(boilerplate):
         # The container's verdict is for its own links only, not for deeper ones.
         ("<li><span><a href=/s>Nested</a></span></li><li><a href=/m>Menu</a></li>", ["Nested"], ["Menu"]),
         ("<div><a href=/m>Menu</a><span><a href=/s>Nested</a></span></div>", ["Nested"], ["Menu"]),
+        # A table of records (text outside its links): a cell's one link is a
+        # field (a member list's "defined in" column); a menu laid out in a
+        # table has no text outside its links, and a layout table's menu cell
+        # holds many links.
+        ("<table><tr><td><a href=/f>find</a> (key)</td><td><a href=/c>Owner</a></td></tr>"
+         "<tr><td><a href=/g>get</a> ()</td><td><a href=/c>Owner</a></td></tr></table>", ["Owner", "find", "get"], []),
+        ("<table><tbody><tr><th>Name</th></tr><tr><td><a href=/c>Owner</a></td></tr></tbody></table>", ["Owner"], []),
+        ("<table><tr><td><a href=/1>Home</a></td><td><a href=/2>Blog</a></td></tr></table><p>Body</p>",
+         ["Body"], ["Home", "Blog"]),
+        ("<table><tr><td><a href=/1>Home</a><br><a href=/2>Blog</a></td><td>The article text.</td></tr></table>",
+         ["article"], ["Home", "Blog"]),
+        # The verdict is the nearest table's: an outer table's text does not
+        # make an inner menu table one of records.
+        ("<table><tr><td>Outer text here.<table><tr><td><a href=/1>Home</a></td></tr></table></td></tr></table>",
+         ["Outer"], ["Home"]),
+        # Links in a heading are words of the heading (Doxygen's group path
+        # in its div.title); a block of links in a plain div stays a menu.
+        ("<h2>Types <div><a href=/g>Core</a> » <a href=/r>Reference</a></div></h2>", ["Core", "Reference"], []),
+        ("<div class=title>Class Foo<div><a href=/g>Core</a> » <a href=/r>Reference</a></div></div>",
+         ["Core", "Reference"], []),
+        ("<div class=title><div><a href=/g>Core</a> » <a href=/r>Reference</a></div></div>", [], ["Core", "Reference"]),
     ],
 )
 def test_lone_links_go_and_links_in_text_stay(html, kept, gone):
-    words = visible_text(f"<html><body>{html}</body></html>").split()
+    page = f"<html><body>{html}</body></html>"
+    words = visible_text(page).split()
     for word in kept:
         assert word in words, (word, words)
     for word in gone:
         assert word not in words, (word, words)
+    # The stylesheet (no class on the page) and the walk agree.
+    root = etree.fromstring(page.encode(), etree.HTMLParser())
+    assert tree_text(root) == _walk_text(root, True)
+
+
+def test_a_table_row_marked_header_heads_its_table():
+    """A row (or table section) whose class says *header* heads its table
+    (Doxygen's ``tr.inherit_header``: "Public Member Functions inherited
+    from ..."): it is kept; a region marked so is still the site's header."""
+    html = (
+        "<html><body><div class='site-header'>Garden Weekly</div><table>"
+        "<tr class='inherit_header pub_methods'><td>Members inherited from <a href=/b>Base</a></td></tr>"
+        "<tr class='memitem'><td>void</td><td><a href=/t>trace</a> () const</td></tr>"
+        "<tfoot class='table-footer'><tr><td>Totals of the column</td></tr></tfoot></table></body></html>"
+    )
+    words = visible_text(html).split()
+    assert {"Members", "inherited", "Base", "trace", "Totals"} <= set(words), words
+    assert "Garden" not in words
 
 
 @pytest.mark.parametrize("marked", [False, True])
