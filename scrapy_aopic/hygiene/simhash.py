@@ -66,7 +66,6 @@ _MASK64 = (1 << 64) - 1
 
 # bit t of byte value v, as a (256, 8) matrix: byte counts @ this = bit counts.
 _BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)[None, :]) & 1).astype(np.float64)
-_POWERS = np.array([1 << b for b in range(64)], dtype=object)
 
 
 def hamming(a: int, b: int) -> int:
@@ -127,6 +126,26 @@ def _classify(points: np.ndarray, table_index: int, pattern: str) -> np.ndarray:
     return result
 
 
+_class_table: np.ndarray | None = None
+
+
+def _classes(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(word, letter)`` per code point: a word character (as
+    ``_classify(points, 0, ...)``), and a word character that is not a
+    digit; for BMP text with one table look-up (two tables, combined once),
+    not one per table: the fixed numpy cost of every page."""
+    global _class_table
+    if len(points) and int(points.max()) >= 0x10000:
+        word = _classify(points, 0, _WORD.pattern[:-1])
+        return word, word & ~_classify(points, 1, r"\d")
+    if _class_table is None:
+        word_table, digit_table = _bmp_tables()
+        # 1: a word character, 2: a digit (3: both, as every digit is)
+        _class_table = word_table.astype(np.uint8) | (digit_table.astype(np.uint8) << 1)
+    classes = _class_table[points]
+    return (classes & 1).view(np.bool_), classes == 1
+
+
 def _lower_points(text: str) -> np.ndarray:
     return np.frombuffer(text.lower().encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
@@ -155,30 +174,34 @@ def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
     return _powers[:n], _inverse_powers[:n]
 
 
-def _word_hashes(text: str, points: np.ndarray | None = None, word: np.ndarray | None = None) -> np.ndarray:
+def _word_hashes(text: str, points: np.ndarray | None = None, word: np.ndarray | None = None,
+                 letter: np.ndarray | None = None) -> np.ndarray:
     """64-bit hashes of the words of ``text`` in order: lower-cased runs of
     word characters holding at least one non-digit (numbers, dates and
     counters are left out: they are what changes between copies).
 
     Computed for all words at once: a polynomial hash over code points via
     prefix sums, normalised by the word's start, then SplitMix64.
-    ``points`` and ``word`` (the lower-cased code points and their word
-    character mask) may be passed when already computed.
+    ``points``, ``word`` and ``letter`` (the lower-cased code points and
+    :func:`_classes` of them) may be passed when already computed.
     """
     if points is None:
         points = _lower_points(text)
     n = len(points)
     if not n:
         return np.empty(0, dtype=np.uint64)
-    if word is None:
-        word = _classify(points, 0, _WORD.pattern[:-1])
-    edges = np.diff(np.concatenate(([False], word, [False])).astype(np.int8))
-    starts = np.flatnonzero(edges == 1)
-    ends = np.flatnonzero(edges == -1)
+    if word is None or letter is None:
+        word, letter = _classes(points)
+    # Where the mask changes: a word's start, then its end, and so on (the
+    # padding is no word character).
+    padded = np.concatenate(([False], word, [False]))
+    changes = np.flatnonzero(padded[1:] != padded[:-1])
+    starts, ends = changes[::2], changes[1::2]
     if not len(starts):
         return np.empty(0, dtype=np.uint64)
-    letters = np.concatenate(([0], np.cumsum(word & ~_classify(points, 1, r"\d"))))
-    keep = letters[ends] > letters[starts]
+    # Whether each word holds a non-digit: from its start to the next
+    # word's (the characters between are no letters), in one pass.
+    keep = np.logical_or.reduceat(letter, starts)
     starts, ends = starts[keep], ends[keep]
     powers, inverse = _power_tables(n + 1)
     prefix = np.concatenate(([np.uint64(0)], np.cumsum(points.astype(np.uint64) * powers[:n])))
@@ -233,7 +256,7 @@ def _majority(hashes: np.ndarray, weights: np.ndarray | None, total: float) -> i
         counts[j] = np.bincount(byte_values[:, j], weights=weights, minlength=256)
     bit_counts = (counts @ _BYTE_BITS).ravel()  # index 8j+t = bit 8j+t
     bits = bit_counts > total / 2
-    return int(_POWERS[bits].sum()) if bits.any() else 0
+    return int.from_bytes(np.packbits(bits, bitorder="little").tobytes(), "little")
 
 
 def _reference_features(chars: str) -> list[str]:
@@ -341,8 +364,8 @@ class Fingerprinter:
         """Fingerprint, word-pair sketch (empty unless ``sketch``) and
         amount of text of ``text``."""
         points = _lower_points(text)
-        word = _classify(points, 0, _WORD.pattern[:-1])
-        words = _word_hashes(text, points, word) if sketch or self.mode == "words" else None
+        word, letter = _classes(points)
+        words = _word_hashes(text, points, word, letter) if sketch or self.mode == "words" else None
         if self.mode == "words":
             fingerprint = _words_simhash(words)
         else:
@@ -350,7 +373,7 @@ class Fingerprinter:
         return Signature(
             fingerprint,
             word_pair_sketch(words) if sketch else np.full(SKETCH_BINS, _EMPTY_BIN, dtype=np.uint16),
-            int(word.sum()),
+            int(np.count_nonzero(word)),
         )
 
     def _fingerprint_points(self, points: np.ndarray) -> int:

@@ -106,10 +106,54 @@ def page_shape(canonical: str, text: str) -> str | None:
     counters), hashed (16 hex digits); ``None`` when fewer than
     :data:`MIN_SHAPE_WORDS` words are left."""
     drop = url_tokens(canonical)
-    words = [w for w in (t.lower() for t in _TOKEN.findall(text)) if w not in drop and not _DIGIT.search(w)]
-    if len(words) < MIN_SHAPE_WORDS:
+    joined = _ascii_shape_words(text, drop)
+    if joined is None:
+        words = [w for w in (t.lower() for t in _TOKEN.findall(text)) if w not in drop and not _DIGIT.search(w)]
+        if len(words) < MIN_SHAPE_WORDS:
+            return None
+        joined = " ".join(words).encode("utf-8", "surrogatepass")
+    elif not joined:
         return None
-    return hashlib.blake2b(" ".join(words).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    return hashlib.blake2b(joined, digest_size=8).hexdigest()
+
+
+#: UTF-8 bytes to a page's shape words: ASCII letters and digits
+#: lower-cased, every other byte a space.
+_ASCII_WORD_BYTES = bytes(
+    byte + 32 if 65 <= byte <= 90 else byte if (48 <= byte <= 57 or 97 <= byte <= 122) else 32
+    for byte in range(256))
+_ASCII_BYTES = bytes(range(128))
+#: non-ASCII character -> whether it is a word character of _TOKEN
+_WORD_CHAR: dict[str, bool] = {}
+
+
+def _ascii_shape_words(text: str, drop: set[str]) -> bytes | None:
+    """:func:`page_shape`'s words joined by spaces (UTF-8), or ``b""`` when
+    fewer than :data:`MIN_SHAPE_WORDS`, computed on bytes in C when every
+    word character of ``text`` is ASCII (punctuation, arrows and no-break
+    spaces may be anything): the words are then ASCII letters and digits,
+    and lower-casing is ASCII's. ``None`` when some word character is not
+    ASCII (then str.lower's full rules apply, word by word)."""
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return None
+    others = data.translate(None, _ASCII_BYTES)  # the non-ASCII characters' bytes
+    if others:
+        for char in set(others.decode("utf-8")):
+            word = _WORD_CHAR.get(char)
+            if word is None:
+                if len(_WORD_CHAR) >= 1 << 16:
+                    _WORD_CHAR.clear()
+                word = _WORD_CHAR[char] = _TOKEN.match(char) is not None
+            if word:
+                return None
+    words = list(filter(bytes.isalpha, data.translate(_ASCII_WORD_BYTES).split()))  # no digit
+    if drop:
+        dropped = {w.encode("ascii") for w in drop if w.isascii()}
+        if not dropped.isdisjoint(words):
+            words = [w for w in words if w not in dropped]
+    return b" ".join(words) if len(words) >= MIN_SHAPE_WORDS else b""
 
 
 _SKIP_TAGS = frozenset({"script", "style", "noscript", "template"})

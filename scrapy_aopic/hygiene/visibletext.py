@@ -189,7 +189,7 @@ def tree_text(root, *, boilerplate: bool = True, max_chars: int | None = None) -
     """
     if not isinstance(root.tag, str):
         return ""
-    if boilerplate and any(map(_may_mark_boilerplate, _marking_values(root))):
+    if boilerplate and _may_be_marked(root):
         # The stylesheet sees tags only; judging class, id and role values
         # element by element in XPath costs more than this walk.
         text = _walk_text(root, boilerplate)
@@ -290,12 +290,12 @@ _STRING_LENGTH = etree.XPath("string-length(string())")
 _MARKING_PATHS = tuple(etree.XPath(f"//@{name}", smart_strings=False) for name in ("class", "id", "role"))
 
 
-def _marking_values(root) -> set[str]:
-    """The distinct class, id and role values of the tree ``root``."""
-    values: set[str] = set()
-    for path in _MARKING_PATHS:
-        values.update(path(root))
-    return values
+def _may_be_marked(root) -> bool:
+    """Whether a class, id or role value of the tree ``root`` may mark
+    boilerplate; the ids and roles are read only when no class does (each
+    path reads the whole tree, and most marked pages are marked by a
+    class)."""
+    return any(any(map(_may_mark_boilerplate, set(path(root)))) for path in _MARKING_PATHS)
 
 
 def _walk_text(root, boilerplate: bool) -> str:

@@ -142,3 +142,17 @@ def test_sigkill_mid_crawl_then_resume(tmp_path):
     assert stats["aopic/conservation_error"] <= 1e-9
     # The resumed run fetched only what was left (and what was in flight).
     assert stats["aopic/pages_visited"] <= len(reachable) - fetched_before + stats["aopic/resumed_in_flight"] + 1
+
+
+def test_numpy_is_imported_only_with_near_duplicate_detection_on(tmp_path):
+    """Optional work costs nothing when it is off: with
+    ``AOPIC_SIMHASH_ENABLED = False`` a whole crawl never imports numpy
+    (0.05-0.1 s of start-up); with it on (the default), it does."""
+    with LocalSite(pages=12) as site:
+        reports = {}
+        for name, settings in (("off", {"AOPIC_SIMHASH_ENABLED": False}), ("on", {})):
+            process, out = start_crawl(tmp_path, name, [site.base + "/p0"], settings)
+            reports[name] = finish(process, out)
+    assert reports["off"]["stats"]["aopic/pages_visited"] >= 10
+    assert reports["off"]["numpy_imported"] is False
+    assert reports["on"]["numpy_imported"] is True

@@ -83,7 +83,8 @@ def main(config_path: str) -> None:
     process.start()
     stats = {k: v for k, v in crawler.stats.get_stats().items() if isinstance(v, (int, float, str))}
     with open(config["out"], "w") as f:
-        json.dump({"stats": stats, "greedy_violations": violations, "fetched_cash": fetched_cash}, f)
+        json.dump({"stats": stats, "greedy_violations": violations, "fetched_cash": fetched_cash,
+                   "numpy_imported": "numpy" in sys.modules}, f)
 
 
 if __name__ == "__main__":

@@ -113,6 +113,54 @@ def test_signature_reports_text_amount_and_sketch(vocabulary):
     assert empty.chars == 0 and sketch_similarity(empty.sketch, empty.sketch) == 1.0
 
 
+def _reference_word_hashes(text: str) -> list[int]:
+    """The words mode's word hashes as written out word by word (Python
+    ints modulo 2**64): lower-cased runs of word characters with a
+    non-digit, a polynomial hash over their code points, their length
+    mixed in, SplitMix64."""
+    mask = (1 << 64) - 1
+
+    def splitmix(x: int) -> int:
+        x ^= x >> 30
+        x = (x * 0xBF58476D1CE4E5B9) & mask
+        x ^= x >> 27
+        x = (x * 0x94D049BB133111EB) & mask
+        return x ^ (x >> 31)
+
+    hashes = []
+    for word in re.findall(r"[\w\u4e00-\u9fcc]+", text.lower()):
+        if not re.search(r"[^\d]", word):
+            continue  # numbers, dates and counters are left out
+        key = 0
+        for i, char in enumerate(word):
+            key = (key + ord(char) * pow(0x100000001B3, i, 1 << 64)) & mask
+        hashes.append(splitmix((key + len(word) * 0x9E3779B97F4A7C15) & mask))
+    return hashes
+
+
+def test_word_hashes_and_masks_are_the_word_by_word_rule():
+    """The vectorized word hashes (one table look-up for word and digit
+    masks, word edges from the mask's changes, a reduceat for "holds a
+    non-digit") are those of the rule written word by word, on any text:
+    other planes, other scripts' digits, underscores, dotted capital I;
+    and the fingerprint's bits are the majority rule's."""
+    from scrapy_aopic.hygiene.simhash import _classes, _classify, _majority, _word_hashes, _WORD, _lower_points
+
+    rng = random.Random(5)
+    pieces = ["ab", "Cd", "12", "3", "_", " ", ".", "-", "é", "İ", "٣", "Ⅷ", "𝔸", "𝟙", "中文", "\u200b", "x9", "9x"]
+    for _ in range(3_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 40)))
+        assert _word_hashes(text).tolist() == _reference_word_hashes(text), text
+        points = _lower_points(text)
+        word, letter = _classes(points)
+        assert word.tolist() == _classify(points, 0, _WORD.pattern[:-1]).tolist()
+        assert letter.tolist() == (word & ~_classify(points, 1, r"\d")).tolist()
+    hashes = np.array([rng.getrandbits(64) for _ in range(50)], dtype=np.uint64)
+    weights = np.array([rng.random() for _ in range(50)])
+    bits = [sum(w for h, w in zip(hashes.tolist(), weights) if h >> b & 1) > weights.sum() / 2 for b in range(64)]
+    assert _majority(hashes, weights, float(weights.sum())) == sum(1 << b for b in range(64) if bits[b])
+
+
 def test_checksum_is_64_bit_and_content_sensitive():
     assert body_checksum(b"abc") == body_checksum(b"abc")
     assert body_checksum(b"abc") != body_checksum(b"abd")

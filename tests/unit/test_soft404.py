@@ -124,6 +124,41 @@ def test_a_page_of_numbers_and_sibling_links_has_no_shape():
     assert not detector.error_shapes
 
 
+def _reference_shape(canonical: str, text: str) -> str | None:
+    """page_shape as first written: every token lower-cased and tested in
+    Python."""
+    import hashlib
+    import re
+
+    from scrapy_aopic.hygiene.soft404 import MIN_SHAPE_WORDS, url_tokens
+
+    drop = url_tokens(canonical)
+    words = [w for w in (t.lower() for t in re.findall(r"[^\W_]+", text)) if w not in drop and not re.search(r"\d", w)]
+    if len(words) < MIN_SHAPE_WORDS:
+        return None
+    return hashlib.blake2b(" ".join(words).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def test_page_shape_is_the_per_word_shape_on_ascii_and_unicode_words():
+    """page_shape reads pages whose word characters are all ASCII on bytes
+    (any punctuation, arrows, no-break spaces around them) and others word
+    by word: both give the shape of the plain per-word rule, whatever the
+    digits, underscores, URL words, final sigmas, dotted capital I, other
+    scripts' digits or lone surrogates."""
+    from scrapy_aopic.hygiene.soft404 import _ascii_shape_words, url_tokens
+
+    rng = random.Random(11)
+    pieces = ["abc", "Sel", "HTML", "b2", "q", "xyz", "_", " ", "-", "\xa0", "→", "¶", "’", "\u200b", "\x00",
+              "é", "ΑΣ", "Σ.", "İ", "²", "٣", "Ⅷ", "\ud800", "ǅ", "ß"]
+    ascii_words = 0
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) if rng.random() < 0.4 else rng.choice(pieces[:6]) for _ in range(rng.randint(0, 80)))
+        url = rng.choice(["http://h/a/abc.html", "http://h/x/sel?q=xyz", "http://h/", "http://h/é/html"])
+        assert page_shape(url, text) == _reference_shape(url, text), (url, text)
+        ascii_words += _ascii_shape_words(text, url_tokens(url)) is not None
+    assert 1_000 < ascii_words < 19_000  # both ways were taken
+
+
 def _reference_facts(url: str, html: str) -> tuple[str, frozenset[str]]:
     """page_facts as first written: a plain recursive walk, urljoin per link."""
     from urllib.parse import urljoin
