@@ -587,6 +587,14 @@ define("AOPIC_RECRAWL_TIMETABLE", False, "recrawl", """
     real trace the timetables made the mean delay longer (18 % and 5 %)
     while shortening it on the traces they were designed on
     (``docs/recrawl.rst``).""")
+define("AOPIC_RECRAWL_EXPLORE", 0.0, "recrawl", """
+    With ``AOPIC_RECRAWL_TIMETABLE``: the share (0 to 1) of revisits moved
+    off the timetable, by up to half its shortest gap either way (+-12 h on
+    a daily one), so the profile keeps learning *when* in the day changes
+    come (a change found by a revisit is only known to lie since the
+    previous one: revisits at the same hour every day cannot tell the
+    hour). The budget is kept: the move is symmetric and the next revisit
+    is back on the timetable. Counted in ``aopic/recrawl/explored``.""")
 define("AOPIC_RECRAWL_KEY_MIN_EVENTS", 100, "recrawl", """
     New links a ``host/first-path-segment`` key must have produced before
     its own hour-of-week profile is used; below that its host's profile is,
