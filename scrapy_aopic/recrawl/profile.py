@@ -627,20 +627,26 @@ class DayProfile:
         stored intervals, from the last fit. O(kinds + 24) per iteration:
         a window's hours are a circular range, summed by prefix sums and
         shared by a difference array."""
-        exposure = [0.0] * 24
         windows = []
         events_total = math.fsum(self.dated)
+        # Hours watched: whole days to every hour, the rest as a range of
+        # a difference array over two days (folded below).
+        every = 0.0
+        diff = [0.0] * 49
         for key, (visits, events) in self.cells.items():
             rest_key, days = divmod(key, 8)
             start, rest = divmod(rest_key, 25)
-            for i in range(rest):
-                exposure[(start + i) % 24] += visits
-            if days:
-                for h in range(24):
-                    exposure[h] += visits * days
+            every += visits * days
+            diff[start] += visits
+            diff[start + rest] -= visits
             if events > 0:
                 windows.append((events, days, start, start + rest))
                 events_total += events
+        exposure = [every] * 24
+        running = 0.0
+        for i in range(48):
+            running += diff[i]
+            exposure[i % 24] += running
         watched = math.fsum(exposure)
         if watched <= 0 or events_total <= 0:
             return [1.0 / 24] * 24
@@ -652,9 +658,8 @@ class DayProfile:
             # E: each window's events shared over the hours it watched by
             # the current rates (whole days watch every hour once a day).
             prefix = [0.0]
-            for _ in range(2):
-                for r in rates:
-                    prefix.append(prefix[-1] + r)
+            for r in rates + rates:  # two days: a window may cross midnight
+                prefix.append(prefix[-1] + r)
             day_total = prefix[24]
             diff = [0.0] * 49
             every = 0.0
