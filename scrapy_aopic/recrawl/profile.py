@@ -624,67 +624,49 @@ class DayProfile:
 
     def fit(self, iterations: int = 30) -> list[float]:
         """The 24 hourly rates, summing to 1 (flat with no data): EM on the
-        stored intervals, from the last fit. O(kinds + 24) per iteration:
-        a window's hours are a circular range, summed by prefix sums and
-        shared by a difference array."""
-        windows = []
-        events_total = math.fsum(self.dated)
+        stored intervals, from the last fit. O(kinds + 24) per iteration
+        (numpy): a window's hours are a circular range, summed by prefix
+        sums and shared by counting its ends (a difference array)."""
+        import numpy as np
+
+        if not self.cells:
+            return [1.0 / 24] * 24
+        keys = np.fromiter(self.cells.keys(), dtype=np.int64, count=len(self.cells))
+        values = np.array(list(self.cells.values()), dtype=float)
+        visits, events = values[:, 0], values[:, 1]
+        rest_key, days = np.divmod(keys, 8)
+        start, rest = np.divmod(rest_key, 25)
+        end = start + rest
         # Hours watched: whole days to every hour, the rest as a range of
-        # a difference array over two days (folded below).
-        every = 0.0
-        diff = [0.0] * 49
-        for key, (visits, events) in self.cells.items():
-            rest_key, days = divmod(key, 8)
-            start, rest = divmod(rest_key, 25)
-            every += visits * days
-            diff[start] += visits
-            diff[start + rest] -= visits
-            if events > 0:
-                windows.append((events, days, start, start + rest))
-                events_total += events
-        exposure = [every] * 24
-        running = 0.0
-        for i in range(48):
-            running += diff[i]
-            exposure[i % 24] += running
-        watched = math.fsum(exposure)
+        # a difference array over two days, folded onto one.
+        diff = np.bincount(start, visits, 49) - np.bincount(end, visits, 49)
+        running = np.cumsum(diff[:48])
+        exposure = float(visits @ days) + running[:24] + running[24:]
+        dated = np.array(self.dated)
+        events_total = float(events.sum() + dated.sum())
+        watched = float(exposure.sum())
         if watched <= 0 or events_total <= 0:
             return [1.0 / 24] * 24
+        used = events > 0
+        events, days, start, end = events[used], days[used], start[used], end[used]
         prior = self.prior_events
         beta = prior * watched / events_total  # the prior's hours, at the flat rate
-        rates = list(self._day) if self._day is not None else [1.0 / 24] * 24
-        dated = self.dated
+        rates = np.array(self._day if self._day is not None else [1.0 / 24] * 24)
+        s = self.smoothing
         for _ in range(iterations):
             # E: each window's events shared over the hours it watched by
             # the current rates (whole days watch every hour once a day).
-            prefix = [0.0]
-            for r in rates + rates:  # two days: a window may cross midnight
-                prefix.append(prefix[-1] + r)
-            day_total = prefix[24]
-            diff = [0.0] * 49
-            every = 0.0
-            for events, days, lo, hi in windows:
-                mass = days * day_total + prefix[hi] - prefix[lo]
-                if mass <= 0:
-                    continue
-                share = events / mass
-                every += share * days
-                diff[lo] += share
-                diff[hi] -= share
-            running = 0.0
-            folded = [0.0] * 24
-            for i in range(48):
-                running += diff[i]
-                folded[i % 24] += running
-            counts = [dated[h] + rates[h] * (every + folded[h]) for h in range(24)]
+            prefix = np.concatenate(([0.0], np.cumsum(np.concatenate((rates, rates)))))
+            mass = days * prefix[24] + prefix[end] - prefix[start]
+            share = np.divide(events, mass, out=np.zeros_like(events), where=mass > 0)
+            spread = np.cumsum(np.bincount(start, share, 49) - np.bincount(end, share, 49))[:48]
+            counts = dated + rates * (float(share @ days) + spread[:24] + spread[24:])
             # M: events over hours watched, each hour shrunk to the flat rate.
-            rates = [(counts[h] + prior) / (exposure[h] + beta) for h in range(24)]
+            rates = (counts + prior) / (exposure + beta)
             # S: smoothed over neighbouring hours (EMS): the plain maximum
             # of interval-censored data piles the mass on a few hours.
-            s = self.smoothing
-            rates = [(1 - 2 * s) * rates[h] + s * (rates[h - 1] + rates[(h + 1) % 24]) for h in range(24)]
-        total = math.fsum(rates)
-        self._day = [r / total for r in rates]
+            rates = (1 - 2 * s) * rates + s * (np.roll(rates, 1) + np.roll(rates, -1))
+        self._day = (rates / rates.sum()).tolist()
         return self._day
 
     def to_state(self) -> dict:
