@@ -57,7 +57,10 @@ Cho & Garcia-Molina's freshness-optimal rule, importance-weighted
 ``host_gap`` seconds per host; the weekly timetable of the page's section
 (:mod:`~scrapy_aopic.recrawl.timetable`) then says when: the fetch times
 that minimise the expected delay of changes on the section's hour-of-day
-profile, just after its busy hours. Without a profile yet (or with
+profile (a :class:`~scrapy_aopic.recrawl.profile.DayProfile`, fitted by
+maximum likelihood on every revisit interval), just after its busy hours;
+``explore`` moves a share of those revisits to other hours. Without a
+profile yet (or with
 ``timetable=False``) the profile places each revisit where its expected
 waiting cost equals that of a periodic revisit at that frequency.
 
@@ -198,6 +201,9 @@ class RecrawlPlanner:
         the profiles then forget with at least ``change_window``.
     :param timetable_refresh: least seconds between two checks whether a
         section's timetables need rebuilding (its profile moved).
+    :param explore: with timetables, the share of revisits moved off the
+        timetable by up to half its shortest gap either way (see
+        :meth:`_explore`); 0 = none.
     :param burst_boost: react to counts far above the expected (bursts):
         a count whose Poisson tail probability is below ``burst_p`` multiplies
         the page's rate by observed / expected (at most 10), a factor that

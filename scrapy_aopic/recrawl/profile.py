@@ -21,7 +21,9 @@ with a small circular kernel. With no data the profile is flat.
 Times are Unix seconds (UTC). The week is periodic, so a site's time zone
 only shifts its profile; it needs no configuration.
 
-Pure Python: no Scrapy, no numpy.
+No Scrapy; pure Python but for :meth:`DayProfile.fit` (numpy, as the
+budget's solve), the hour-of-day profile the weekly timetables are placed
+on.
 """
 
 from __future__ import annotations
