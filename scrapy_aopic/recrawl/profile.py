@@ -572,7 +572,7 @@ class DayProfile:
         step after every EM step.
     """
 
-    __slots__ = ("forget", "prior_events", "smoothing", "cells", "dated", "_reference", "_day")
+    __slots__ = ("forget", "prior_events", "smoothing", "cells", "dated", "_reference", "_last", "_day")
 
     #: whole days an interval is reduced to at most (longer ones weigh
     #: every hour alike all the more: they are counted as this many)
@@ -586,9 +586,12 @@ class DayProfile:
         self.cells: dict[int, list[float]] = {}
         self.dated = [0.0] * 24  #: events dated by Last-Modified, per hour, weighted
         self._reference: float | None = None
+        self._last: float | None = None  #: the newest visit
         self._day: list[float] | None = None
 
     def _weight(self, t: float) -> float:
+        if self._last is None or t > self._last:
+            self._last = t
         if self.forget is None:
             return 1.0
         if self._reference is None:
@@ -651,7 +654,12 @@ class DayProfile:
             return [1.0 / 24] * 24
         used = events > 0
         events, days, start, end = events[used], days[used], start[used], end[used]
-        prior = self.prior_events
+        # The prior in the stored units (newer data are stored heavier).
+        prior = self.prior_events * (
+            math.exp((self._last - self._reference) / self.forget)
+            if self.forget is not None and self._reference is not None
+            else 1.0
+        )
         beta = prior * watched / events_total  # the prior's hours, at the flat rate
         rates = np.array(self._day if self._day is not None else [1.0 / 24] * 24)
         s = self.smoothing
@@ -673,7 +681,7 @@ class DayProfile:
 
     def to_state(self) -> dict:
         return {"cells": {str(k): v for k, v in self.cells.items()}, "dated": self.dated,
-                "reference": self._reference, "day": self._day}  # fmt: skip
+                "reference": self._reference, "last": self._last, "day": self._day}  # fmt: skip
 
     @classmethod
     def from_state(cls, state: dict, **kwargs) -> DayProfile:
@@ -681,5 +689,6 @@ class DayProfile:
         profile.cells = {int(k): [float(a), float(b)] for k, (a, b) in state["cells"].items()}
         profile.dated = [float(x) for x in state["dated"]]
         profile._reference = state.get("reference")
+        profile._last = state.get("last")
         profile._day = state.get("day")
         return profile

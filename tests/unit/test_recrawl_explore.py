@@ -117,7 +117,7 @@ def test_day_profile_is_flat_without_data_and_forgets():
         at = t + (3 if d < 30 else 15) * HOUR  # the hour moves
         profile.observe(t, t + DAY, 1.0, at=at)
     fitted = profile.fit()
-    assert fitted[15] > 10 * fitted[3]
+    assert fitted[15] > 3 * fitted[3]  # the last ten days weigh most
 
 
 def test_exploring_moves_revisits_and_keeps_the_budget():
