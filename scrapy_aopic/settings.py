@@ -587,7 +587,7 @@ define("AOPIC_RECRAWL_TIMETABLE", False, "recrawl", """
     placed by the waiting rule instead. ``False`` (the default): the
     waiting rule for all. Still off by default: on five real traces, one
     revisit per page a day, the timetables shorten the mean delay on four
-    (Debian 9.0 -> 7.9 h, PEPs 10.0 -> 9.4 h, Rust book 11.3 -> 10.9 h,
+    (Debian 9.0 -> 7.9 h, PEPs 10.0 -> 9.3 h, Rust book 11.3 -> 10.9 h,
     Python Packaging User Guide 9.4 -> 9.3 h) and keep freshness at or
     above the true-rate oracle's on all five, but lengthen it on the
     held-out trace (CPython developer's guide, 8.9 -> 9.1 h;
