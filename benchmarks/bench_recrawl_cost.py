@@ -15,6 +15,7 @@ digests mean the two checkouts made exactly the same decisions.
 
     .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main
     .venv/bin/python benchmarks/bench_recrawl_cost.py            # this checkout only
+    .venv/bin/python benchmarks/bench_recrawl_cost.py --timetable   # AOPIC_RECRAWL_TIMETABLE on
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def worker(root: str, trace_name: str, years: float, last_modified: bool) -> dict:
+def worker(root: str, trace_name: str, years: float, last_modified: bool, timetable: bool = False) -> dict:
     # scrapy_aopic from ``root``; the trace tools from this checkout's
     # benchmarks (imported after, so their sys.path edit cannot shadow it).
     sys.path.insert(0, root)
@@ -49,6 +50,8 @@ def worker(root: str, trace_name: str, years: float, last_modified: bool) -> dic
         [Page(p.url, p.host, [t for t in p.changes if t < end]) for p in trace.pages],
     )  # fmt: skip
     settings = {"AOPIC_RECRAWL_BUDGET": float(len(trace.pages))}
+    if timetable:
+        settings["AOPIC_RECRAWL_TIMETABLE"] = True
     fetches, us, visits = run_planner(trace, settings, last_modified, timer=time.thread_time)
     digest = hashlib.sha256(
         json.dumps([fetches[p.url] for p in trace.pages]).encode()
@@ -63,10 +66,11 @@ def main(argv=None) -> int:
     parser.add_argument("--years", type=float, default=1.5, help="trace prefix to run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--last-modified", action="store_true")
+    parser.add_argument("--timetable", action="store_true", help="AOPIC_RECRAWL_TIMETABLE = True")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        print(json.dumps(worker(args.worker, args.trace, args.years, args.last_modified)))
+        print(json.dumps(worker(args.worker, args.trace, args.years, args.last_modified, args.timetable)))
         return 0
     sides = {"this": str(ROOT)}
     if args.against:
@@ -76,7 +80,8 @@ def main(argv=None) -> int:
     for rep in range(args.repeats):
         for name in names if rep % 2 == 0 else names[::-1]:
             cmd = [sys.executable, __file__, "--worker", sides[name], "--trace", args.trace,
-                   "--years", str(args.years)] + (["--last-modified"] if args.last_modified else [])  # fmt: skip
+                   "--years", str(args.years)] + (["--last-modified"] if args.last_modified else []) + (
+                ["--timetable"] if args.timetable else [])  # fmt: skip
             out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
             results[name].append(out)
             print(f"  run {rep + 1} {name:<6} {out['us']:7.1f} µs/visit  {out['visits']} visits  "

@@ -103,6 +103,7 @@ def planner_from_settings(settings) -> RecrawlPlanner:
         budget_share=aopic_settings.get_optional_float(settings, "AOPIC_RECRAWL_BUDGET_SHARE"),
         host_gap=_host_gap(settings),
         timetable=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_TIMETABLE"),
+        explore=aopic_settings.get_float(settings, "AOPIC_RECRAWL_EXPLORE"),
         forest_retrain=aopic_settings.get_float(settings, "AOPIC_RECRAWL_FOREST_RETRAIN"),
     )
 
@@ -226,6 +227,7 @@ class RecrawlHook:
             p.new_links_on_revisits / p.revisits if p.revisits else 0.0,
         )
         self._set("aopic/recrawl/bursts", p.bursts)
+        self._set("aopic/recrawl/explored", p.explored)
         if not top_hubs:
             return
         self._set(

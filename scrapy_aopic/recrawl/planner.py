@@ -57,7 +57,10 @@ Cho & Garcia-Molina's freshness-optimal rule, importance-weighted
 ``host_gap`` seconds per host; the weekly timetable of the page's section
 (:mod:`~scrapy_aopic.recrawl.timetable`) then says when: the fetch times
 that minimise the expected delay of changes on the section's hour-of-day
-profile, just after its busy hours. Without a profile yet (or with
+profile (a :class:`~scrapy_aopic.recrawl.profile.DayProfile`, fitted by
+maximum likelihood on every revisit interval), just after its busy hours;
+``explore`` moves a share of those revisits to other hours. Without a
+profile yet (or with
 ``timetable=False``) the profile places each revisit where its expected
 waiting cost equals that of a periodic revisit at that frequency.
 
@@ -77,7 +80,7 @@ from typing import Any, NamedTuple
 
 from .budget import FreshnessAllocator
 from .estimators import TimedChangeHistory, poisson_tail
-from .profile import BINS, DAY, HOUR, WEEK, RateProfile, WeeklyRates, iter_segments, profile_key
+from .profile import BINS, DAY, HOUR, WEEK, DayProfile, RateProfile, WeeklyRates, iter_segments, profile_key
 from .timetable import LEVELS, Timetable, place
 
 MODELS = ("estimator", "forest", "aopic")
@@ -198,6 +201,9 @@ class RecrawlPlanner:
         the profiles then forget with at least ``change_window``.
     :param timetable_refresh: least seconds between two checks whether a
         section's timetables need rebuilding (its profile moved).
+    :param explore: with timetables, the share of revisits moved off the
+        timetable by up to half its shortest gap either way (see
+        :meth:`_explore`); 0 = none.
     :param burst_boost: react to counts far above the expected (bursts):
         a count whose Poisson tail probability is below ``burst_p`` multiplies
         the page's rate by observed / expected (at most 10), a factor that
@@ -225,6 +231,7 @@ class RecrawlPlanner:
         rebalance: float = HOUR,
         timetable: bool = False,
         timetable_refresh: float = DAY,
+        explore: float = 0.0,
         burst_boost: bool = True,
         burst_p: float = 0.01,
         burst_decay: float = 0.5,
@@ -278,6 +285,10 @@ class RecrawlPlanner:
         self.rebalance = rebalance
         self.timetable = timetable
         self.timetable_refresh = float(timetable_refresh)
+        if not 0.0 <= explore < 1.0:
+            raise ValueError(f"AOPIC_RECRAWL_EXPLORE must be in [0, 1), got {explore!r}")
+        self.explore = float(explore)
+        self.explored = 0  #: revisits placed off the timetable to keep learning the hour
         #: (profile name, revisits a week) -> (shape, checked at, Timetable, day profile)
         self._timetables: dict[tuple[str, int], tuple] = {}
         self.allocator = (
@@ -297,6 +308,10 @@ class RecrawlPlanner:
         self.profile_options = dict(profile_options or {})
         self.pages: dict[str, PageRecord] = {}
         self.profiles: dict[str, RateProfile] = {}
+        #: with timetables: the hour-of-day profiles they are placed on
+        #: (key and host, like ``profiles``), and their last fit per name
+        self.day_profiles: dict[str, DayProfile] = {}
+        self._day_fits: dict[str, tuple[float, list[float]]] = {}
         self._heap: list[tuple[float, str]] = []
         self.forest = None
         if model == "forest":
@@ -472,6 +487,12 @@ class RecrawlPlanner:
         self._profile(record.key).observe(previous, now, events, at=dated)
         if record.site != record.key:
             self._profile(record.site).observe(previous, now, events, at=dated)
+        if self.timetable and self.allocator is not None:
+            for name in (record.key, record.site) if record.site != record.key else (record.key,):
+                day = self.day_profiles.get(name)
+                if day is None:
+                    day = self.day_profiles[name] = DayProfile(self.forget)
+                day.observe(previous, now, events, at=dated)
         if self.forest is not None:
             self.forest.observe(record.key, record.site, previous, now, events)
             if self.forest.due_for_training(now):
@@ -640,6 +661,8 @@ class RecrawlPlanner:
                         t = table.next_after(now - turn) + turn
                     if t - now > self.max_interval:
                         t = table.next_after(now - turn, self.min_interval) + turn
+                    if self.explore:
+                        t = self._explore(url, record, table, t)
                     interval = t - now
                 elif period >= self.max_interval:
                     interval = self.max_interval
@@ -657,6 +680,28 @@ class RecrawlPlanner:
                 # target divided by the rate (no per-page profile needed).
                 interval = shape.time_to_delay(now, self.fetch_cost / rate, self.max_interval) - now
         return min(max(interval, self.min_interval), self.max_interval)
+
+    def _explore(self, url: str, record: PageRecord, table: Timetable, t: float) -> float:
+        """Now and then move the fetch at ``t`` to another hour.
+
+        A change found by a revisit is only known to lie since the previous
+        one; once every revisit of a section comes at the same hour of the
+        day, every change is "somewhere in the last 24 hours" and the
+        profile, hence the timetable, stops learning the hour: a wrong hour
+        stays wrong. A share ``explore`` of the revisits is moved by up to
+        the timetable's guard (half its shortest gap: +-12 h on a daily
+        one) either way, so the intervals before and after it start or end
+        at a varied hour and whether they saw a change says when in the day
+        changes come. The next revisit returns to the timetable's following
+        fetch time (the guard makes it skip none and add none), and the
+        move is symmetric, so the budget is kept. The draws are a
+        low-discrepancy sequence from a per-URL phase (deterministic).
+        """
+        u = (zlib.crc32(url.encode(), 1) / 4294967296.0 + 0.7548776662466927 * record.visits) % 1.0
+        if u >= self.explore:
+            return t
+        self.explored += 1
+        return t + (2.0 * u / self.explore - 1.0) * 0.999 * table.guard
 
     #: how far (L1, the day's profile summing to 1) a section's hour-of-day
     #: profile must move before its timetables are rebuilt
@@ -690,16 +735,27 @@ class RecrawlPlanner:
         if entry is None or (entry[0] is not shape and now - entry[1] >= self.timetable_refresh):
             # Placed on the hour-of-day profile (the week's days pooled):
             # placing on all 168 hours overfits the few changes a section
-            # has (Rust book trace: 11.2 h mean delay against 9.3 h).
-            day = [sum(shape.rates[h::24]) for h in range(24)]
-            total = sum(day) or 1.0
-            day = [x / total for x in day]
+            # has (Rust book trace: 11.2 h mean delay against 9.3 h). It is
+            # the section's DayProfile (the likelihood of every interval,
+            # refitted), not the weekly profile's hours: that one spreads
+            # a change once, by its own estimate, and learns its shape back.
+            day = self._day_profile(source, now)
             if entry is not None and sum(abs(a - b) for a, b in zip(day, entry[3])) < self.TIMETABLE_MOVE:
                 entry = (shape, now, entry[2], entry[3])  # the day moved too little
             else:
                 entry = (shape, now, Timetable(place(day * 7, level)), day)
             self._timetables[(source, level)] = entry
         return entry[2]
+
+    def _day_profile(self, name: str, now: float) -> list[float]:
+        """The fitted hour-of-day profile of ``name`` (refitted at most
+        every ``timetable_refresh``: a fit is a few milliseconds)."""
+        fit = self._day_fits.get(name)
+        if fit is None or now - fit[0] >= self.timetable_refresh:
+            profile = self.day_profiles.get(name)
+            day = profile.fit() if profile is not None else [1.0 / 24] * 24
+            fit = self._day_fits[name] = (now, day)
+        return fit[1]
 
     # -- the budget --------------------------------------------------------------------
 
@@ -874,6 +930,7 @@ class RecrawlPlanner:
             "mu": self.allocator.mu if self.allocator is not None else None,
             "pages": pages,
             "profiles": {name: p.to_state() for name, p in self.profiles.items()},
+            "day_profiles": {name: p.to_state() for name, p in self.day_profiles.items()},
             "counters": [
                 self.revisits, self.changed, self.unchanged, self.not_modified,
                 self.new_links_on_revisits, self.bursts,
@@ -903,6 +960,11 @@ class RecrawlPlanner:
             name: RateProfile.from_state(p, forget=self.forget, **self.profile_options)
             for name, p in state["profiles"].items()
         }
+        self.day_profiles = {
+            name: DayProfile.from_state(p, forget=self.forget)
+            for name, p in state.get("day_profiles", {}).items()
+        }
+        self._day_fits.clear()
         self._pools = {name: [float(a), float(b)] for name, (a, b) in state["pools"].items()}
         self._pool_base = state["pool_base"]
         if self.allocator is not None:
