@@ -411,6 +411,25 @@ define("AOPIC_TRAP_SOFT404_SPARE_REAL_DIRS", True, "hygiene", """
     real directory stops one hop after its entry (with Scrapy's
     ``REFERER_ENABLED = False`` there is no such check). Counted
     ``aopic/trap/soft404_spared``. ``False``: refused wherever they are.""")
+define("AOPIC_TRAP_SOFT404_DIR_PAGES", 2, "hygiene", """
+    Trap rule ``soft404_dir``, sooner: a directory whose first this many
+    fetched children all answered one same page shape (visible text
+    without the URL's own words), each linking to siblings no child had
+    linked to, and nothing else, is a space minting its own URLs: it gets no
+    more links, before that shape is seen at ``AOPIC_TRAP_SOFT404_PAGES``
+    URLs. Real pages of one directory differ in their text. Counted
+    ``aopic/trap/soft404_dir_one_shape``. At most
+    ``AOPIC_TRAP_SOFT404_PAGES``; 0 = only that rule.""")
+define("AOPIC_TRAP_SOFT404_GATE", True, "hygiene", """
+    With the soft-404 rules on: one fetch at a time into an undecided
+    directory (not closed, fewer than ``AOPIC_TRAP_SOFT404_PAGES`` children
+    answered, fewer than two page shapes among them). A request for it
+    waits (counted ``aopic/trap/soft404_gate_held``) until its sibling in
+    flight comes back, then is refused unfetched if that answer closed the
+    directory. Without it a crawl leases a space's second and third URLs
+    before its first answer is back and pays for them. A sibling that does
+    not come back within ``DOWNLOAD_TIMEOUT`` frees the gate
+    (``aopic/trap/soft404_gate_expired``).""")
 define("AOPIC_ROBOTS_MAX_CRAWL_DELAY", 60.0, "hygiene", """
     With ``ROBOTSTXT_OBEY``, a host's robots.txt ``Crawl-delay`` becomes its
     download slot delay when larger than the current one, capped at this many

@@ -7,6 +7,7 @@ from weakref import WeakKeyDictionary
 
 import logging
 
+from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, TextResponse
 
@@ -35,6 +36,9 @@ logger = logging.getLogger(__name__)
 
 #: Characters of a page's HTML its shape is taken from.
 SHAPE_CHARS = 200_000
+#: Request meta key: the undecided directories a request holds in the
+#: first-answer gate (released when it comes back to Soft404Middleware).
+GATE = "_aopic_soft404_gate"
 
 
 class TrapGuardMiddleware:
@@ -61,15 +65,21 @@ class TrapGuardMiddleware:
     URL does not make Scrapy fetch its host's robots.txt.
     """
 
-    def __init__(self, frontier: Frontier, guard: TrapGuard, stats=None):
+    def __init__(self, frontier: Frontier, guard: TrapGuard, stats=None, gate_timeout: float = 180.0):
         self.frontier = frontier
         self.guard = guard
         self.stats = stats
+        # Only with the soft-404 middleware installed (it answers the gate).
+        self.gate = guard.gate if guard.limits.soft404_pages and guard.gate.answers else None
+        #: seconds a request waits for a sibling that never comes back
+        self.gate_timeout = gate_timeout
+        self._held_logged = False
         frontier.link_filters.register(self.link_filter)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> TrapGuardMiddleware:
-        return cls(Frontier.from_crawler(crawler), guard_of(crawler), crawler.stats)
+        return cls(Frontier.from_crawler(crawler), guard_of(crawler), crawler.stats,
+                   crawler.settings.getfloat("DOWNLOAD_TIMEOUT", 180.0))
 
     def link_filter(self, url: str, canonical: str, request: Request, depth: int) -> str | None:
         """Frontier link filter: ``"trap/<rule>"`` for a trapped URL."""
@@ -84,9 +94,64 @@ class TrapGuardMiddleware:
             return None
         rule = self.guard.rule(request.url, lease.url, lease.depth, fetching=True)
         if rule is None:
-            return None
+            gate = self.gate
+            if gate is None or GATE in request.meta:  # (a redirect or retry keeps its place)
+                return None
+            keys = gate.keys(lease.url)
+            if not keys:
+                return None
+            if gate.enter(keys):
+                request.meta[GATE] = keys
+                return None
+            return self._wait_gate(request, lease, keys)
         self.frontier.fail(request, f"trap/{rule}", refuse=True)
         raise IgnoreRequest(f"aopic trap rule {rule}: {request.url}")
+
+    async def _wait_gate(self, request: Request, lease, keys: tuple[str, ...]) -> None:
+        """Hold ``request`` until its undecided directories' child in flight
+        comes back; then refuse it if that answer closed the directory, else
+        let it go (taking the gate when the directory is still undecided).
+        Counted ``aopic/trap/soft404_gate_held``; a sibling that does not come
+        back within the download timeout frees the gate
+        (``aopic/trap/soft404_gate_expired``)."""
+        from scrapy.utils.defer import maybe_deferred_to_future
+        from twisted.internet import defer, reactor
+
+        gate = self.gate
+        self._count("aopic/trap/soft404_gate_held")
+        if not self._held_logged:
+            self._held_logged = True
+            logger.info("aopic: %s waits for its directory's first answers (a sibling is in flight); "
+                        "stat aopic/trap/soft404_gate_held; logged once", request.url)
+        while True:
+            woken = defer.Deferred()
+
+            def wake(value: bool = True, woken=woken) -> None:
+                if not woken.called:
+                    woken.callback(value)
+
+            gate.wait(keys, wake)
+            timer = reactor.callLater(self.gate_timeout, wake, False)
+            answered = await maybe_deferred_to_future(woken)
+            if timer.active():
+                timer.cancel()
+            if not answered:
+                self._count("aopic/trap/soft404_gate_expired")
+                gate.leave(keys, answered=False)
+            rule = self.guard.rule(request.url, lease.url, lease.depth)  # the host budget was charged
+            if rule is not None:
+                self.frontier.fail(request, f"trap/{rule}", refuse=True)
+                raise IgnoreRequest(f"aopic trap rule {rule}: {request.url}")
+            keys = gate.keys(lease.url)
+            if not keys:
+                return None
+            if gate.enter(keys):
+                request.meta[GATE] = keys
+                return None
+
+    def _count(self, stat: str) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(stat)
 
 
 class Soft404Middleware:
@@ -121,9 +186,32 @@ class Soft404Middleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Soft404Middleware:
-        return cls(Frontier.from_crawler(crawler), guard_of(crawler), crawler.stats)
+        mw = cls(Frontier.from_crawler(crawler), guard_of(crawler), crawler.stats)
+        # A redirect or a retry goes back to the scheduler with the meta of
+        # the request that held the gate (and may be dropped there, or wait
+        # long): the gate is freed then, and the follow-up takes it anew.
+        crawler.signals.connect(mw._leave_gate, signal=signals.request_scheduled)
+        crawler.signals.connect(mw._leave_gate, signal=signals.request_dropped)
+        return mw
 
     def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Response:
+        try:
+            return self._process_response(request, response)
+        finally:
+            # After the detector saw the answer: what waited for its directory
+            # finds it decided.
+            self._leave_gate(request)
+
+    def process_exception(self, request: Request, exception: Exception, spider: Spider | None = None) -> None:
+        self._leave_gate(request)
+        return None
+
+    def _leave_gate(self, request: Request, spider: Spider | None = None) -> None:
+        keys = request.meta.pop(GATE, None)
+        if keys:
+            self.guard.gate.leave(keys)
+
+    def _process_response(self, request: Request, response: Response) -> Response:
         if response.status != 200 or not self.guard.limits.soft404_pages or not isinstance(response, TextResponse):
             return response
         lease = self.frontier.lease_of(request)
@@ -131,6 +219,7 @@ class Soft404Middleware:
             return response
         detector = self.guard.soft404
         shapes, closed, spared = len(detector.error_shapes), len(detector.closed), detector.counts["spared"]
+        one_shape = detector.counts["dir_one_shape"]
         referer = request.headers.get("Referer")
         linked_by_soft404 = bool(referer) and referer.decode("latin-1").partition("#")[0] in self._error_urls
         rule = self.guard.page_fetched(lease.url, *self._facts(response), linked_by_soft404=linked_by_soft404)
@@ -148,6 +237,8 @@ class Soft404Middleware:
         if len(detector.error_shapes) > shapes:
             logger.info("aopic: soft 404s found: %d distinct URLs answered the page of %s; "
                         "pages of that shape are refused from now on", self.guard.limits.soft404_pages, request.url)
+        if detector.counts["dir_one_shape"] > one_shape and self.stats is not None:
+            self.stats.inc_value("aopic/trap/soft404_dir_one_shape", detector.counts["dir_one_shape"] - one_shape)
         for parent in list(detector.closed)[closed:]:
             logger.info("aopic: soft-404 directory %s: its first fetched children were all soft 404s; "
                         "links into it are refused from now on", parent)
