@@ -164,6 +164,18 @@ define("AOPIC_MIN_CASH_SHARE_DELAYED", 0.0, "core", """
     some fetches in a link farm's own slot. Raise it (e.g. to ``0.5``) when
     a page budget (``CLOSESPIDER_PAGECOUNT``), not time, is what runs out:
     it spends fewer of the budget's pages on poor hosts.""")
+define("AOPIC_SPARE_WITHIN_BUDGET", True, "core", """
+    With a page budget (``CLOSESPIDER_PAGECOUNT``) and while
+    ``AOPIC_MIN_CASH_SHARE`` applies: a URL handed out to a free slot must
+    also rank among the richest pending URLs the budget can still pay for
+    (pages left, responses received and requests in flight deducted; ranked
+    over the budget's last 4,096 pages). In cash order a poorer URL is never
+    reached before the budget runs out, so fetching it in a free slot
+    spends a page on it: late in a crawl, a link farm's pages pass the
+    min-share rule against a real frontier that has grown poor (trap
+    benchmark, 8 per host: the farm's last burst of ten pages ranked about
+    820th with 200 pages left). Counted ``aopic/spare_beyond_budget``. The
+    memory backend ranks; the Redis backend does not apply it.""")
 define("AOPIC_BACKEND", "memory", "core", """
     Frontier storage: ``"memory"`` (one process; persisted to ``JOBDIR``
     when that is set) or ``"redis"`` (shared by many processes; see the
