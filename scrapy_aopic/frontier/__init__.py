@@ -721,8 +721,16 @@ class Frontier:
         pages left moved or after 16 checks."""
         received = self.stats.get_value("response_received_count", 0)
         left = self.page_budget - received - len(self.ledger)
-        if left <= 0 or left > self.BUDGET_RANKS or self.store.pending_count() < left:
+        if left > self.BUDGET_RANKS or 0 < left and self.store.pending_count() < left:
             return True
+        top = self.store.peek()
+        if top is None or lease.cash >= top[1]:
+            return True  # the richest URL: what the budget buys next (as ever, also past its end)
+        if left <= 0:
+            # The budget is spent once what is in flight comes back (the
+            # spider is closing): a free slot below the richest would only
+            # add fetches past it.
+            return False
         cut = self._budget_cut
         if cut is None or cut[1] >= 16 or abs(cut[0] - left) > max(1, left // 32):
             cash = self.store.cash_at_rank(left)

@@ -318,6 +318,7 @@ class Soft404Detector:
         self._dirs: dict[str, Counter[tuple[str, str]] | None] = {}
         self._minted: dict[str, set[str]] = {}  # parent -> sibling links its children made
         self.closed: dict[str, None] = {}  #: soft-404 directories, in the order closed
+        self._passed: list[str] = []
         #: "soft404" pages, "soft404_dir" links refused, "spared" pages of an
         #: error shape passed in a directory of real pages
         self.counts: Counter[str] = Counter()
@@ -347,6 +348,10 @@ class Soft404Detector:
             if len(urls) >= self.pages:
                 self.error_shapes.add(key)
                 error = True
+                #: URLs that passed before their shape was known to be an
+                #: error shape (their links were followed); the middleware
+                #: takes them (:meth:`take_passed`)
+                self._passed.extend(url for url in urls if url != canonical)
                 # The pages that passed before the shape was known: their
                 # directories learn it now.
                 for url in urls:
@@ -442,6 +447,20 @@ class Soft404Detector:
             self.counts["soft404_dir"] += 1
             return True
         return False
+
+    def take_passed(self) -> list[str]:
+        """The URLs of error shapes learned since the last call that passed
+        before (soft 404s whose links were followed)."""
+        passed, self._passed = self._passed, []
+        return passed
+
+    def unanswered(self, canonical: str) -> bool:
+        """Whether no child of ``canonical``'s directory (nor of its wider
+        one) has answered a page shape yet: nothing there is known real."""
+        if parent_of(canonical) in self._dirs:
+            return False
+        space = space_of(canonical)
+        return space is None or space not in self._dirs
 
     def shapes_seen(self, parent: str) -> int:
         """Distinct shapes ``parent``'s children answered (``REAL_SHAPES``

@@ -12,6 +12,7 @@ from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, TextResponse
 
 from ..frontier import Frontier
+from ..store.base import PENDING
 from ..hygiene.traps import TrapGuard, TrapLimits
 from ..hygiene.soft404 import page_facts, shared_tree_facts
 
@@ -234,6 +235,9 @@ class Soft404Middleware:
                 self._spared_logged = True
                 logger.info("aopic: %s answered a soft-404 shape but its directory holds pages of their own: "
                             "passed (pages of one template; stat aopic/trap/soft404_spared; logged once)", request.url)
+        passed = detector.take_passed()
+        if passed:
+            self._withdraw_links(passed)
         if len(detector.error_shapes) > shapes:
             logger.info("aopic: soft 404s found: %d distinct URLs answered the page of %s; "
                         "pages of that shape are refused from now on", self.guard.limits.soft404_pages, request.url)
@@ -246,6 +250,27 @@ class Soft404Middleware:
             return response
         self.frontier.fail(request, f"trap/{rule}", refuse=True)
         raise IgnoreRequest(f"aopic trap rule {rule}: {request.url}")
+
+    def _withdraw_links(self, passed: list[str]) -> None:
+        """Pages found to be soft 404s after they passed (the first ones of
+        their shape): they are remembered as such (what they link is not
+        spared), and their links still pending that lead into a directory
+        where nothing has answered yet are refused with their cash to
+        lambda (``aopic/refused/trap/soft404_link``), as the links of a
+        soft 404 refused on arrival are never followed. A link into a
+        directory that answered pages (a real article a "not found" page
+        suggests) keeps its place. Needs the store's link memory
+        (``AOPIC_LINK_MEMORY``, the memory backend)."""
+        store = self.frontier.store
+        detector = self.guard.soft404
+        for url in passed:
+            if len(self._error_urls) >= self.MAX_ERROR_URLS:
+                self._error_urls.clear()
+            self._error_urls.add(url)
+            for link in store.remembered_links(url) or ():
+                view = store.get(link.url)
+                if view is not None and view.state == PENDING and detector.unanswered(link.url):
+                    self.frontier.refuse_url(link.url, link.host, "trap/soft404_link", link.depth)
 
     @staticmethod
     def _facts(response: TextResponse) -> tuple[str, frozenset[str]]:
