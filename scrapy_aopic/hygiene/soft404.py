@@ -498,8 +498,6 @@ class FirstAnswerGate:
         self._busy: set[str] = set()  # directories with a child in flight
         self._answered: Counter[str] = Counter()  # directory -> children answered while gated
         self._waiting: dict[str, list] = {}  # directory -> callbacks of requests held for it
-        #: "held" requests that waited, "passed" gated directories entered
-        self.counts: Counter[str] = Counter()
 
     def keys(self, canonical: str) -> tuple[str, ...]:
         """The undecided directories of ``canonical``."""
@@ -519,7 +517,6 @@ class FirstAnswerGate:
         if not self._busy.isdisjoint(keys):
             return False
         self._busy.update(keys)
-        self.counts["passed"] += 1
         return True
 
     def wait(self, keys: tuple[str, ...], wake) -> None:

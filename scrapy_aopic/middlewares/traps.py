@@ -60,6 +60,12 @@ class TrapGuardMiddleware:
     (:class:`Soft404Middleware`) are refused by the same two checks
     (``trap/soft404_dir``).
 
+    **One fetch at a time into an undecided directory**
+    (``AOPIC_TRAP_SOFT404_GATE``): a request whose directory has a sibling in
+    flight and is not decided yet (:class:`~scrapy_aopic.hygiene.soft404.FirstAnswerGate`)
+    waits for that sibling's answer, which :class:`Soft404Middleware` reads
+    first, and is refused unfetched if the answer closed the directory.
+
     Requests the frontier did not hand out (robots.txt, a spider's own
     ``engine.download``) pass untouched. The add-on puts it at 60: after
     Scrapy's offsite check (50) and before robots.txt (100), so a trapped
@@ -96,7 +102,7 @@ class TrapGuardMiddleware:
         rule = self.guard.rule(request.url, lease.url, lease.depth, fetching=True)
         if rule is None:
             gate = self.gate
-            if gate is None or GATE in request.meta:  # (a redirect or retry keeps its place)
+            if gate is None or GATE in request.meta:  # (holds its directories already)
                 return None
             keys = gate.keys(lease.url)
             if not keys:
