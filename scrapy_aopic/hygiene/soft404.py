@@ -317,6 +317,7 @@ class Soft404Detector:
         # parent with many real children is kept as None (open for good).
         self._dirs: dict[str, Counter[tuple[str, str]] | None] = {}
         self._minted: dict[str, set[str]] = {}  # parent -> sibling links its children made
+        self._children: dict[str, set[str]] = {}  # parent -> its first children answered
         self.closed: dict[str, None] = {}  #: soft-404 directories, in the order closed
         self._passed: list[str] = []
         #: "soft404" pages, "soft404_dir" links refused, "spared" pages of an
@@ -388,7 +389,13 @@ class Soft404Detector:
             if len(self._dirs) >= self.MAX_KEYS:
                 self._dirs.clear()
                 self._minted.clear()
+                self._children.clear()
             shapes = self._dirs[parent] = Counter()
+        children = self._children.setdefault(parent, set())
+        if canonical in children:
+            return  # a revisit (a re-crawl of a hub): the same child, not another
+        if len(children) < 16:
+            children.add(canonical)
         shapes[key] += 1
         # A child that links to siblings no other child linked to, and
         # that were not fetched already: the directory mints its own URLs
@@ -419,6 +426,7 @@ class Soft404Detector:
         if real >= self.REAL_SHAPES:
             self._dirs[parent] = None
             self._minted.pop(parent, None)
+            self._children.pop(parent, None)
             return
         answered = sum(n for k, n in shapes.items() if k is not None)
         if not real and answered >= self.pages and shapes[None] >= self.pages:
@@ -438,6 +446,7 @@ class Soft404Detector:
         self.closed[parent] = None
         del self._dirs[parent]
         self._minted.pop(parent, None)
+        self._children.pop(parent, None)
 
     def directory_refuses(self, canonical: str) -> bool:
         """Whether a link to ``canonical`` goes into a soft-404 directory."""

@@ -396,3 +396,14 @@ def test_a_soft404_in_a_directory_not_yet_known_real_is_still_refused():
 
 def _facts(url: str, html: str) -> tuple[str, str, frozenset[str]]:
     return (canonical_url(url), *page_facts(url, html))
+
+
+def test_a_revisited_hub_is_one_child_not_two():
+    """A re-crawl of a hub answering one shape with new links each time is
+    the same child again: it never closes its directory (the site root of
+    a continuous crawl was closed this way by the second-child rule)."""
+    detector = Soft404Detector(3)
+    text = "Latest news from the newsroom of the test site, read all about it today"
+    for n in range(4):
+        detector.observe("http://h/news/", text, frozenset(f"http://h/a{i}" for i in range(n + 2)))
+    assert not detector.closed and not detector.error_shapes
