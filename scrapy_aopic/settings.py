@@ -164,6 +164,18 @@ define("AOPIC_MIN_CASH_SHARE_DELAYED", 0.0, "core", """
     some fetches in a link farm's own slot. Raise it (e.g. to ``0.5``) when
     a page budget (``CLOSESPIDER_PAGECOUNT``), not time, is what runs out:
     it spends fewer of the budget's pages on poor hosts.""")
+define("AOPIC_SPARE_WITHIN_BUDGET", True, "core", """
+    With a page budget (``CLOSESPIDER_PAGECOUNT``) and while
+    ``AOPIC_MIN_CASH_SHARE`` applies: a URL handed out to a free slot must
+    also rank among the richest pending URLs the budget can still pay for
+    (pages left, responses received and requests in flight deducted; ranked
+    over the budget's last 4,096 pages). In cash order a poorer URL is never
+    reached before the budget runs out, so fetching it in a free slot
+    spends a page on it: late in a crawl, a link farm's pages pass the
+    min-share rule against a real frontier that has grown poor (trap
+    benchmark, 8 per host: the farm's last burst of ten pages ranked about
+    820th with 200 pages left). Counted ``aopic/spare_beyond_budget``. The
+    memory backend ranks; the Redis backend does not apply it.""")
 define("AOPIC_BACKEND", "memory", "core", """
     Frontier storage: ``"memory"`` (one process; persisted to ``JOBDIR``
     when that is set) or ``"redis"`` (shared by many processes; see the
@@ -411,6 +423,25 @@ define("AOPIC_TRAP_SOFT404_SPARE_REAL_DIRS", True, "hygiene", """
     real directory stops one hop after its entry (with Scrapy's
     ``REFERER_ENABLED = False`` there is no such check). Counted
     ``aopic/trap/soft404_spared``. ``False``: refused wherever they are.""")
+define("AOPIC_TRAP_SOFT404_DIR_PAGES", 2, "hygiene", """
+    Trap rule ``soft404_dir``, sooner: a directory whose first this many
+    fetched children all answered one same page shape (visible text
+    without the URL's own words), each linking to siblings no child had
+    linked to, and nothing else, is a space minting its own URLs: it gets no
+    more links, before that shape is seen at ``AOPIC_TRAP_SOFT404_PAGES``
+    URLs. Real pages of one directory differ in their text. Counted
+    ``aopic/trap/soft404_dir_one_shape``. At most
+    ``AOPIC_TRAP_SOFT404_PAGES``; 0 = only that rule.""")
+define("AOPIC_TRAP_SOFT404_GATE", True, "hygiene", """
+    With the soft-404 rules on: one fetch at a time into an undecided
+    directory (not closed, fewer than ``AOPIC_TRAP_SOFT404_PAGES`` children
+    answered, fewer than two page shapes among them). A request for it
+    waits (counted ``aopic/trap/soft404_gate_held``) until its sibling in
+    flight comes back, then is refused unfetched if that answer closed the
+    directory. Without it a crawl leases a space's second and third URLs
+    before its first answer is back and pays for them. A sibling that does
+    not come back within ``DOWNLOAD_TIMEOUT`` frees the gate
+    (``aopic/trap/soft404_gate_expired``).""")
 define("AOPIC_ROBOTS_MAX_CRAWL_DELAY", 60.0, "hygiene", """
     With ``ROBOTSTXT_OBEY``, a host's robots.txt ``Crawl-delay`` becomes its
     download slot delay when larger than the current one, capped at this many

@@ -143,6 +143,11 @@ class Frontier:
         if not 0.0 <= self.min_share_delayed <= 1.0:
             raise ValueError(
                 f"AOPIC_MIN_CASH_SHARE_DELAYED must be in [0, 1], got {self.min_share_delayed!r}")
+        # A page budget: a URL handed out to a free slot below the richest
+        # must be among the pages the budget can still pay for.
+        self.spare_within_budget = aopic_settings.get_bool(settings, "AOPIC_SPARE_WITHIN_BUDGET")
+        self.page_budget = settings.getint("CLOSESPIDER_PAGECOUNT", 0) if self.spare_within_budget else 0
+        self._budget_cut: tuple[int, int, float] | None = None  # (pages left, uses, cash) last computed
         self.duplicate_links = _duplicate_links_mode(aopic_settings.get(settings, "AOPIC_DUPLICATE_FOLLOW_LINKS"))
         self.lane_share = aopic_settings.get_float(settings, "AOPIC_DIRECT_LANE_SHARE")
         if not 0.0 <= self.lane_share <= 1.0:
@@ -216,6 +221,9 @@ class Frontier:
         self.spider = spider
         self.store = self._build_store(spider)
         self._shared = self.store.shared  # fixed per store; read on every request out
+        if self._shared and self.page_budget:
+            logger.info("aopic: AOPIC_SPARE_WITHIN_BUDGET is not applied with a shared store "
+                        "(it ranks pending URLs in the memory store only)")
         if self.recrawl is not None:
             self.recrawl.open(self.store)
         self.engine = AopicEngine(
@@ -682,11 +690,55 @@ class Frontier:
         if self.recrawl is not None:  # pages due for a revisit go back in first
             lease = self.recrawl.next_lease(self.store, self.probe.host_ready)
         if lease is None:
-            lease = self.store.pop(self.probe.host_ready, self._min_share())
+            min_share = self._min_share()
+            lease = self.store.pop(self.probe.host_ready, min_share)
+            if lease is not None and min_share > 0 and self.page_budget and not self._within_budget(lease):
+                # Not among the pages the budget can still pay for: back in
+                # its place (nothing changed: no lease was handed out), and
+                # the free slot waits as it does under the min-share rule.
+                self.store.settle_requeue(lease.url, lease.lease_id)
+                self.stats.inc_value("aopic/spare_beyond_budget")
+                return None
         if lease is None:
             return None
         self._upkeep_due = True
         return self._hand_out(lease)
+
+    #: Pages left in the budget below which :meth:`_within_budget` ranks
+    #: (its cost grows with them; earlier, a URL a free slot can take is
+    #: almost always among them).
+    BUDGET_RANKS = 4096
+
+    def _within_budget(self, lease: Lease) -> bool:
+        """Whether ``lease``'s cash ranks among the richest ``left`` pending
+        URLs, ``left`` being the pages ``CLOSESPIDER_PAGECOUNT`` still
+        allows (responses received and requests in flight deducted): in
+        cash order nothing poorer is fetched before the budget runs out, so
+        a free slot given to it spends a page of the budget on a URL the
+        crawl would never reach (a link farm's pages, late in a crawl whose
+        real pages are all poorer than the richest by less than
+        ``AOPIC_MIN_CASH_SHARE``). The rank's cash is recomputed when the
+        pages left moved or after 16 checks."""
+        received = self.stats.get_value("response_received_count", 0)
+        left = self.page_budget - received - len(self.ledger)
+        if left > self.BUDGET_RANKS or 0 < left and self.store.pending_count() < left:
+            return True
+        top = self.store.peek()
+        if top is None or lease.cash >= top[1]:
+            return True  # the richest URL: what the budget buys next (as ever, also past its end)
+        if left <= 0:
+            # The budget is spent once what is in flight comes back (the
+            # spider is closing): a free slot below the richest would only
+            # add fetches past it.
+            return False
+        cut = self._budget_cut
+        if cut is None or cut[1] >= 16 or abs(cut[0] - left) > max(1, left // 32):
+            cash = self.store.cash_at_rank(left)
+            if cash is None:
+                return True  # (a store that cannot rank: the memory stores can)
+            cut = (left, 0, cash)
+        self._budget_cut = (cut[0], cut[1] + 1, cut[2])
+        return lease.cash >= cut[2]
 
     def _min_share(self) -> float:
         """The min-share rule now: ``AOPIC_MIN_CASH_SHARE`` while waiting

@@ -348,8 +348,11 @@ class Soft404Detector:
     #: URLs remembered per shape (enough to count to ``pages``).
     URLS_PER_SHAPE = 8
 
-    def __init__(self, pages: int = 3, spare_real_dirs: bool = True):
+    def __init__(self, pages: int = 3, spare_real_dirs: bool = True, dir_pages: int = 2):
         self.pages = pages
+        #: children answering one shape, each minting fresh siblings, that
+        #: close a directory before the shape is an error shape (0 = off)
+        self.dir_pages = min(dir_pages, pages)
         #: a page of an error shape in a directory of real pages passes
         self.spare_real_dirs = spare_real_dirs
         self._shape_urls: dict[tuple[str, str], set[str]] = {}  # (host, shape) -> URLs (up to URLS_PER_SHAPE)
@@ -358,7 +361,9 @@ class Soft404Detector:
         # parent with many real children is kept as None (open for good).
         self._dirs: dict[str, Counter[tuple[str, str]] | None] = {}
         self._minted: dict[str, set[str]] = {}  # parent -> sibling links its children made
+        self._children: dict[str, set[str]] = {}  # parent -> its first children answered
         self.closed: dict[str, None] = {}  #: soft-404 directories, in the order closed
+        self._passed: list[str] = []
         #: "soft404" pages, "soft404_dir" links refused, "spared" pages of an
         #: error shape passed in a directory of real pages
         self.counts: Counter[str] = Counter()
@@ -388,6 +393,10 @@ class Soft404Detector:
             if len(urls) >= self.pages:
                 self.error_shapes.add(key)
                 error = True
+                #: URLs that passed before their shape was known to be an
+                #: error shape (their links were followed); the middleware
+                #: takes them (:meth:`take_passed`)
+                self._passed.extend(url for url in urls if url != canonical)
                 # The pages that passed before the shape was known: their
                 # directories learn it now.
                 for url in urls:
@@ -395,10 +404,10 @@ class Soft404Detector:
                     shapes = self._dirs.get(parent)
                     if shapes:
                         self._check_dir(parent, shapes)
-        self._learn_dir(parent_of(canonical), key, siblings)
+        self._learn_dir(parent_of(canonical), key, canonical, siblings)
         space = space_of(canonical)
         if space is not None:
-            self._learn_dir(space, key, siblings)
+            self._learn_dir(space, key, canonical, siblings)
         if (error and self.spare_real_dirs and not linked_by_soft404
                 and self._dirs.get(parent_of(canonical), False) is None):
             # Its directory holds REAL_SHAPES pages of distinct shapes: pages
@@ -412,8 +421,8 @@ class Soft404Detector:
             self.counts["soft404"] += 1
         return error
 
-    def _learn_dir(self, parent: str, key: tuple[str, str], siblings=()) -> None:
-        """Count a child of ``parent`` (a :func:`parent_of` or a
+    def _learn_dir(self, parent: str, key: tuple[str, str], canonical: str, siblings=()) -> None:
+        """Count a child ``canonical`` of ``parent`` (a :func:`parent_of` or a
         :func:`space_of`) answering shape ``key``."""
         if parent in self.closed:
             return
@@ -423,17 +432,28 @@ class Soft404Detector:
         if shapes is False:
             if len(self._dirs) >= self.MAX_KEYS:
                 self._dirs.clear()
+                self._minted.clear()
+                self._children.clear()
             shapes = self._dirs[parent] = Counter()
+        children = self._children.setdefault(parent, set())
+        if canonical in children:
+            return  # a revisit (a re-crawl of a hub): the same child, not another
+        if len(children) < 16:
+            children.add(canonical)
         shapes[key] += 1
-        # A child that links to siblings no other child linked to: the
-        # directory mints its own URLs (counted under the key None).
-        minted = self._minted.setdefault(parent, set()) if siblings else None
-        if minted is not None:
+        # A child that links to siblings no other child linked to, and
+        # that were not fetched already: the directory mints its own URLs
+        # (counted under the key None). A manual's table of contents on
+        # every page links the pages fetched before it: not fresh.
+        minted = self._minted.setdefault(parent, set())
+        if siblings:
             fresh = siblings - minted
             if fresh:
                 shapes[None] += 1
                 if len(minted) < 64:
                     minted.update(fresh)
+        if len(minted) < 64:
+            minted.add(canonical)
         self._check_dir(parent, shapes)
 
     #: Children of distinct shapes (none an error) that keep a directory
@@ -450,10 +470,27 @@ class Soft404Detector:
         if real >= self.REAL_SHAPES:
             self._dirs[parent] = None
             self._minted.pop(parent, None)
-        elif not real and sum(n for k, n in shapes.items() if k is not None) >= self.pages and shapes[None] >= self.pages:
-            self.closed[parent] = None
-            del self._dirs[parent]
-            self._minted.pop(parent, None)
+            self._children.pop(parent, None)
+            return
+        answered = sum(n for k, n in shapes.items() if k is not None)
+        if not real and answered >= self.pages and shapes[None] >= self.pages:
+            self._close(parent)
+        elif (self.dir_pages and answered >= self.dir_pages and shapes[None] >= self.dir_pages
+              and len(shapes) == 2):  # (one shape and the key None)
+            # Every child so far answered the same page whatever its name,
+            # and each linked to siblings no child had linked to: a space
+            # that mints its own URLs (real pages of one directory differ
+            # in their text; pages of one template that differ only in
+            # their names are not closed: they link to known siblings or
+            # share their directory with an index of another shape).
+            self.counts["dir_one_shape"] += 1
+            self._close(parent)
+
+    def _close(self, parent: str) -> None:
+        self.closed[parent] = None
+        del self._dirs[parent]
+        self._minted.pop(parent, None)
+        self._children.pop(parent, None)
 
     def directory_refuses(self, canonical: str) -> bool:
         """Whether a link to ``canonical`` goes into a soft-404 directory."""
@@ -463,3 +500,96 @@ class Soft404Detector:
             self.counts["soft404_dir"] += 1
             return True
         return False
+
+    def take_passed(self) -> list[str]:
+        """The URLs of error shapes learned since the last call that passed
+        before (soft 404s whose links were followed)."""
+        passed, self._passed = self._passed, []
+        return passed
+
+    def unanswered(self, canonical: str) -> bool:
+        """Whether no child of ``canonical``'s directory (nor of its wider
+        one) has answered a page shape yet: nothing there is known real."""
+        if parent_of(canonical) in self._dirs:
+            return False
+        space = space_of(canonical)
+        return space is None or space not in self._dirs
+
+    def shapes_seen(self, parent: str) -> int:
+        """Distinct shapes ``parent``'s children answered (``REAL_SHAPES``
+        once it is open for good, 0 when closed or unknown)."""
+        shapes = self._dirs.get(parent, False)
+        if shapes is None:
+            return self.REAL_SHAPES
+        if not shapes:
+            return 0
+        return len(shapes) - (None in shapes)
+
+
+class FirstAnswerGate:
+    """One fetch at a time into a directory until its first answers decide it.
+
+    A crawl leases URLs by the dozen before any comes back: a soft-404 space
+    linked from every page gets its second and third URLs in flight while
+    its first is still on its way, and the detector, which learns from
+    answers, closes it only after they were paid for. The gate holds a
+    request for a directory (its :func:`parent_of`, and :func:`space_of`)
+    while another of its children is in flight and the directory is
+    undecided: not closed, fewer than ``answers`` children answered, fewer
+    than two shapes seen among them. Real directories are decided by their
+    first two pages of distinct shapes; a space is closed by its
+    ``dir_pages`` answers and what waited for it is refused unfetched.
+    Pure bookkeeping: the middleware does the waiting.
+    """
+
+    #: Directories whose answers are counted; the memo starts over when full.
+    MAX_KEYS = 1 << 16
+
+    def __init__(self, detector: Soft404Detector, answers: int = 3):
+        self.detector = detector
+        self.answers = answers
+        self._busy: set[str] = set()  # directories with a child in flight
+        self._answered: Counter[str] = Counter()  # directory -> children answered while gated
+        self._waiting: dict[str, list] = {}  # directory -> callbacks of requests held for it
+
+    def keys(self, canonical: str) -> tuple[str, ...]:
+        """The undecided directories of ``canonical``."""
+        if not self.answers:
+            return ()
+        detector = self.detector
+        keys = []
+        for key in (parent_of(canonical), space_of(canonical)):
+            if (key is not None and key not in detector.closed and self._answered[key] < self.answers
+                    and detector.shapes_seen(key) < 2):
+                keys.append(key)
+        return tuple(keys)
+
+    def enter(self, keys: tuple[str, ...]) -> bool:
+        """Take ``keys`` (from :meth:`keys`) for one request: ``False`` when
+        one of them has a child in flight (wait for :meth:`leave`)."""
+        if not self._busy.isdisjoint(keys):
+            return False
+        self._busy.update(keys)
+        return True
+
+    def wait(self, keys: tuple[str, ...], wake) -> None:
+        """Call ``wake()`` when a request holding one of ``keys`` leaves."""
+        for key in keys:
+            if key in self._busy:
+                self._waiting.setdefault(key, []).append(wake)
+
+    def leave(self, keys: tuple[str, ...], *, answered: bool = True) -> None:
+        """The request holding ``keys`` came back (``answered``), or is
+        given up on (it never came back): its directories are free again
+        and what waited for them is woken (each callback once)."""
+        if len(self._answered) >= self.MAX_KEYS:
+            self._answered.clear()
+        woken: dict = {}
+        for key in keys:
+            self._busy.discard(key)
+            if answered:
+                self._answered[key] += 1
+            for wake in self._waiting.pop(key, ()):
+                woken[wake] = None
+        for wake in woken:
+            wake()

@@ -28,7 +28,9 @@ rule                   refuses a URL when                          default
 ``soft404``            (a fetched page) N distinct URLs of its     3
                        host answered the same page shape
 ``soft404_dir``        its directory had N children fetched, all   3
-                       soft 404s (same setting as ``soft404``)
+                       soft 404s (same setting as ``soft404``),
+                       or its first M answered one same shape,     (M) 2
+                       each linking fresh siblings
 =====================  ==========================================  =======
 
 The first five are stateless (:func:`url_rule`); the next three count
@@ -46,7 +48,7 @@ from typing import Any
 
 from .. import settings as aopic_settings
 from .domains import registered_domain
-from .soft404 import Soft404Detector
+from .soft404 import FirstAnswerGate, Soft404Detector
 
 RULES = (
     "scheme",
@@ -74,6 +76,8 @@ SETTING_OF = {
     "max_subdomains": "AOPIC_TRAP_MAX_SUBDOMAINS",
     "soft404_pages": "AOPIC_TRAP_SOFT404_PAGES",
     "soft404_spare_real_dirs": "AOPIC_TRAP_SOFT404_SPARE_REAL_DIRS",
+    "soft404_dir_pages": "AOPIC_TRAP_SOFT404_DIR_PAGES",
+    "soft404_gate": "AOPIC_TRAP_SOFT404_GATE",
 }
 
 
@@ -91,6 +95,8 @@ class TrapLimits:
     max_subdomains: int = 10  #: Frontera's default
     soft404_pages: int = 3
     soft404_spare_real_dirs: bool = True
+    soft404_dir_pages: int = 2
+    soft404_gate: bool = True
 
     @classmethod
     def from_settings(cls, settings: Any) -> TrapLimits:
@@ -233,7 +239,10 @@ class TrapGuard:
         self._hosts: dict[str, set[str]] = {}  # registered domain -> hosts admitted
         self._dates: dict[str, set[str]] = {}  # calendar template -> dates admitted
         self._fetches: Counter[str] = Counter()  # host -> fetches
-        self.soft404 = Soft404Detector(self.limits.soft404_pages, self.limits.soft404_spare_real_dirs)
+        self.soft404 = Soft404Detector(self.limits.soft404_pages, self.limits.soft404_spare_real_dirs,
+                                       self.limits.soft404_dir_pages)
+        #: one fetch at a time into an undecided directory (the middleware waits)
+        self.gate = FirstAnswerGate(self.soft404, self.limits.soft404_pages if self.limits.soft404_gate else 0)
         # canonical URL -> (http(s)?, path/query rule, host name, calendar
         # key): what the rules read from a canonical URL, computed once per
         # URL (a site's navigation links repeat on every page).

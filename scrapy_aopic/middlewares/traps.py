@@ -7,10 +7,12 @@ from weakref import WeakKeyDictionary
 
 import logging
 
+from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, TextResponse
 
 from ..frontier import Frontier
+from ..store.base import PENDING
 from ..hygiene.traps import TrapGuard, TrapLimits
 from ..hygiene.soft404 import page_facts, shared_tree_facts
 
@@ -35,6 +37,9 @@ logger = logging.getLogger(__name__)
 
 #: Characters of a page's HTML its shape is taken from.
 SHAPE_CHARS = 200_000
+#: Request meta key: the undecided directories a request holds in the
+#: first-answer gate (released when it comes back to Soft404Middleware).
+GATE = "_aopic_soft404_gate"
 
 
 class TrapGuardMiddleware:
@@ -55,21 +60,33 @@ class TrapGuardMiddleware:
     (:class:`Soft404Middleware`) are refused by the same two checks
     (``trap/soft404_dir``).
 
+    **One fetch at a time into an undecided directory**
+    (``AOPIC_TRAP_SOFT404_GATE``): a request whose directory has a sibling in
+    flight and is not decided yet (:class:`~scrapy_aopic.hygiene.soft404.FirstAnswerGate`)
+    waits for that sibling's answer, which :class:`Soft404Middleware` reads
+    first, and is refused unfetched if the answer closed the directory.
+
     Requests the frontier did not hand out (robots.txt, a spider's own
     ``engine.download``) pass untouched. The add-on puts it at 60: after
     Scrapy's offsite check (50) and before robots.txt (100), so a trapped
     URL does not make Scrapy fetch its host's robots.txt.
     """
 
-    def __init__(self, frontier: Frontier, guard: TrapGuard, stats=None):
+    def __init__(self, frontier: Frontier, guard: TrapGuard, stats=None, gate_timeout: float = 180.0):
         self.frontier = frontier
         self.guard = guard
         self.stats = stats
+        # Only with the soft-404 middleware installed (it answers the gate).
+        self.gate = guard.gate if guard.limits.soft404_pages and guard.gate.answers else None
+        #: seconds a request waits for a sibling that never comes back
+        self.gate_timeout = gate_timeout
+        self._held_logged = False
         frontier.link_filters.register(self.link_filter)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> TrapGuardMiddleware:
-        return cls(Frontier.from_crawler(crawler), guard_of(crawler), crawler.stats)
+        return cls(Frontier.from_crawler(crawler), guard_of(crawler), crawler.stats,
+                   crawler.settings.getfloat("DOWNLOAD_TIMEOUT", 180.0))
 
     def link_filter(self, url: str, canonical: str, request: Request, depth: int) -> str | None:
         """Frontier link filter: ``"trap/<rule>"`` for a trapped URL."""
@@ -84,9 +101,64 @@ class TrapGuardMiddleware:
             return None
         rule = self.guard.rule(request.url, lease.url, lease.depth, fetching=True)
         if rule is None:
-            return None
+            gate = self.gate
+            if gate is None or GATE in request.meta:  # (holds its directories already)
+                return None
+            keys = gate.keys(lease.url)
+            if not keys:
+                return None
+            if gate.enter(keys):
+                request.meta[GATE] = keys
+                return None
+            return self._wait_gate(request, lease, keys)
         self.frontier.fail(request, f"trap/{rule}", refuse=True)
         raise IgnoreRequest(f"aopic trap rule {rule}: {request.url}")
+
+    async def _wait_gate(self, request: Request, lease, keys: tuple[str, ...]) -> None:
+        """Hold ``request`` until its undecided directories' child in flight
+        comes back; then refuse it if that answer closed the directory, else
+        let it go (taking the gate when the directory is still undecided).
+        Counted ``aopic/trap/soft404_gate_held``; a sibling that does not come
+        back within the download timeout frees the gate
+        (``aopic/trap/soft404_gate_expired``)."""
+        from scrapy.utils.defer import maybe_deferred_to_future
+        from twisted.internet import defer, reactor
+
+        gate = self.gate
+        self._count("aopic/trap/soft404_gate_held")
+        if not self._held_logged:
+            self._held_logged = True
+            logger.info("aopic: %s waits for its directory's first answers (a sibling is in flight); "
+                        "stat aopic/trap/soft404_gate_held; logged once", request.url)
+        while True:
+            woken = defer.Deferred()
+
+            def wake(value: bool = True, woken=woken) -> None:
+                if not woken.called:
+                    woken.callback(value)
+
+            gate.wait(keys, wake)
+            timer = reactor.callLater(self.gate_timeout, wake, False)
+            answered = await maybe_deferred_to_future(woken)
+            if timer.active():
+                timer.cancel()
+            if not answered:
+                self._count("aopic/trap/soft404_gate_expired")
+                gate.leave(keys, answered=False)
+            rule = self.guard.rule(request.url, lease.url, lease.depth)  # the host budget was charged
+            if rule is not None:
+                self.frontier.fail(request, f"trap/{rule}", refuse=True)
+                raise IgnoreRequest(f"aopic trap rule {rule}: {request.url}")
+            keys = gate.keys(lease.url)
+            if not keys:
+                return None
+            if gate.enter(keys):
+                request.meta[GATE] = keys
+                return None
+
+    def _count(self, stat: str) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(stat)
 
 
 class Soft404Middleware:
@@ -121,9 +193,32 @@ class Soft404Middleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Soft404Middleware:
-        return cls(Frontier.from_crawler(crawler), guard_of(crawler), crawler.stats)
+        mw = cls(Frontier.from_crawler(crawler), guard_of(crawler), crawler.stats)
+        # A redirect or a retry goes back to the scheduler with the meta of
+        # the request that held the gate (and may be dropped there, or wait
+        # long): the gate is freed then, and the follow-up takes it anew.
+        crawler.signals.connect(mw._leave_gate, signal=signals.request_scheduled)
+        crawler.signals.connect(mw._leave_gate, signal=signals.request_dropped)
+        return mw
 
     def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Response:
+        try:
+            return self._process_response(request, response)
+        finally:
+            # After the detector saw the answer: what waited for its directory
+            # finds it decided.
+            self._leave_gate(request)
+
+    def process_exception(self, request: Request, exception: Exception, spider: Spider | None = None) -> None:
+        self._leave_gate(request)
+        return None
+
+    def _leave_gate(self, request: Request, spider: Spider | None = None) -> None:
+        keys = request.meta.pop(GATE, None)
+        if keys:
+            self.guard.gate.leave(keys)
+
+    def _process_response(self, request: Request, response: Response) -> Response:
         if response.status != 200 or not self.guard.limits.soft404_pages or not isinstance(response, TextResponse):
             return response
         lease = self.frontier.lease_of(request)
@@ -131,6 +226,7 @@ class Soft404Middleware:
             return response
         detector = self.guard.soft404
         shapes, closed, spared = len(detector.error_shapes), len(detector.closed), detector.counts["spared"]
+        one_shape = detector.counts["dir_one_shape"]
         referer = request.headers.get("Referer")
         linked_by_soft404 = bool(referer) and referer.decode("latin-1").partition("#")[0] in self._error_urls
         rule = self.guard.page_fetched(lease.url, *self._facts(response), linked_by_soft404=linked_by_soft404)
@@ -145,9 +241,14 @@ class Soft404Middleware:
                 self._spared_logged = True
                 logger.info("aopic: %s answered a soft-404 shape but its directory holds pages of their own: "
                             "passed (pages of one template; stat aopic/trap/soft404_spared; logged once)", request.url)
+        passed = detector.take_passed()
+        if passed:
+            self._withdraw_links(passed)
         if len(detector.error_shapes) > shapes:
             logger.info("aopic: soft 404s found: %d distinct URLs answered the page of %s; "
                         "pages of that shape are refused from now on", self.guard.limits.soft404_pages, request.url)
+        if detector.counts["dir_one_shape"] > one_shape and self.stats is not None:
+            self.stats.inc_value("aopic/trap/soft404_dir_one_shape", detector.counts["dir_one_shape"] - one_shape)
         for parent in list(detector.closed)[closed:]:
             logger.info("aopic: soft-404 directory %s: its first fetched children were all soft 404s; "
                         "links into it are refused from now on", parent)
@@ -155,6 +256,27 @@ class Soft404Middleware:
             return response
         self.frontier.fail(request, f"trap/{rule}", refuse=True)
         raise IgnoreRequest(f"aopic trap rule {rule}: {request.url}")
+
+    def _withdraw_links(self, passed: list[str]) -> None:
+        """Pages found to be soft 404s after they passed (the first ones of
+        their shape): they are remembered as such (what they link is not
+        spared), and their links still pending that lead into a directory
+        where nothing has answered yet are refused with their cash to
+        lambda (``aopic/refused/trap/soft404_link``), as the links of a
+        soft 404 refused on arrival are never followed. A link into a
+        directory that answered pages (a real article a "not found" page
+        suggests) keeps its place. Needs the store's link memory
+        (``AOPIC_LINK_MEMORY``, the memory backend)."""
+        store = self.frontier.store
+        detector = self.guard.soft404
+        for url in passed:
+            if len(self._error_urls) >= self.MAX_ERROR_URLS:
+                self._error_urls.clear()
+            self._error_urls.add(url)
+            for link in store.remembered_links(url) or ():
+                view = store.get(link.url)
+                if view is not None and view.state == PENDING and detector.unanswered(link.url):
+                    self.frontier.refuse_url(link.url, link.host, "trap/soft404_link", link.depth)
 
     @staticmethod
     def _facts(response: TextResponse) -> tuple[str, frozenset[str]]:

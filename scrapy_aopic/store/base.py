@@ -258,6 +258,12 @@ class FrontierStore(ABC):
     def peek(self) -> tuple[str, float] | None:
         """URL and cash of the richest pending account (any host), if any."""
 
+    def cash_at_rank(self, rank: int) -> float | None:
+        """Cash of the ``rank``-th richest pending account (1 = the
+        richest; 0.0 when fewer are pending), or ``None`` when this store
+        cannot say cheaply (the frontier then skips what needs it)."""
+        return None
+
     # -- cash in ------------------------------------------------------------
 
     @abstractmethod

@@ -560,6 +560,9 @@ class JournaledStore(FrontierStore):
     def peek(self) -> tuple[str, float] | None:
         return self.memory.peek()
 
+    def cash_at_rank(self, rank: int) -> float | None:
+        return self.memory.cash_at_rank(rank)
+
     def open_leases(self) -> list[tuple[str, int]]:
         return self.memory.open_leases()
 

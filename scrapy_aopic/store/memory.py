@@ -1027,6 +1027,28 @@ class MemoryStore(FrontierStore):
             for entry in skipped:
                 heapq.heappush(self._host_heap, entry)
 
+    def cash_at_rank(self, rank: int) -> float | None:
+        """Best-first over the host heaps (each an array in heap order,
+        stale entries included: their order still bounds their children):
+        O(rank log(rank + hosts)), never a pass over every account."""
+        if rank <= 0:
+            return None
+        heaps = [hq.heap for hq in self._hosts.values() if hq.heap]
+        candidates = [(heap[0], k, 0) for k, heap in enumerate(heaps)]
+        heapq.heapify(candidates)
+        found = 0
+        while candidates:
+            entry, k, i = heapq.heappop(candidates)
+            heap = heaps[k]
+            for child in (2 * i + 1, 2 * i + 2):
+                if child < len(heap):
+                    heapq.heappush(candidates, (heap[child], k, child))
+            if self._valid(entry):
+                found += 1
+                if found == rank:
+                    return self._seq_cash(entry_seq(entry))
+        return 0.0
+
     def take(self, url: str) -> Lease | None:
         acc = self._object(url)
         if acc is None or acc.state != PENDING:

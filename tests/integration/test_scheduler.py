@@ -272,6 +272,37 @@ def test_min_share_for_delayed_slots_is_a_setting():
     assert scheduler.next_request().url == "http://poor.example/1"
 
 
+def test_a_free_slot_takes_no_url_the_page_budget_cannot_reach():
+    """With CLOSESPIDER_PAGECOUNT, a URL of a free host that passes the
+    min-share rule but ranks below the pages the budget still allows waits
+    (it would never be reached in cash order); it goes when it ranks within
+    them, and without a budget or with the setting off."""
+    from scrapy_aopic.store import Link
+
+    def crawl(settings):
+        downloader = FakeDownloader()
+        scheduler, _ = make_scheduler(settings, downloader=downloader)
+        engine = scheduler.frontier.engine
+        for n in range(4):  # four rich pages on the busy host
+            engine.add_seed(Link(f"http://rich.example/{n}", "rich.example", 0), 10.0 - n)
+        engine.add_seed(Link("http://farm.example/1", "farm.example", 0), 6.0)  # above 0.5 of the richest
+        downloader.fill("rich.example", active=2, concurrency=2)
+        return scheduler, downloader
+
+    scheduler, _ = crawl({"CLOSESPIDER_PAGECOUNT": 3})  # 3 pages left: ranks 1-3 are rich.example's
+    assert scheduler.next_request() is None
+    assert scheduler.frontier.stats.get_value("aopic/spare_beyond_budget") == 1
+    frontier = scheduler.frontier
+    assert frontier.store.get("http://farm.example/1").cash == 6.0  # back in its place, as it was
+    frontier._check_books()
+    assert frontier.stats.get_value("aopic/conservation_error") <= 1e-12
+    scheduler, _ = crawl({"CLOSESPIDER_PAGECOUNT": 6})  # it ranks 4th of 5: within the budget
+    assert scheduler.next_request().url == "http://farm.example/1"
+    for settings in ({}, {"CLOSESPIDER_PAGECOUNT": 3, "AOPIC_SPARE_WITHIN_BUDGET": False}):
+        scheduler, _ = crawl(settings)
+        assert scheduler.next_request().url == "http://farm.example/1"
+
+
 def test_polite_crawl_hands_out_whenever_a_slot_with_a_pending_url_is_free():
     """Random slot states, all throttled by a delay, default settings:
     ``next_request`` returns None only when no host with a pending URL has

@@ -39,12 +39,22 @@ def test_soft404_spaces_cost_under_two_percent(soft404_crawl):
     assert soft404 / figures["fetches"] < 0.03, figures
     assert figures["waste"] < 0.05, figures
     for variant in VARIANTS:
-        # Three to learn the shape, plus what was already in flight when the
-        # directory closed (more on a loaded machine: 6 was seen once).
-        assert figures["by_kind"].get(f"trap:soft404-{variant}", 0) <= 8, figures["by_kind"]
+        # Two to close the directory: one fetch at a time into it until its
+        # first answers decided it (on main three to learn the shape, plus
+        # what was in flight when it closed: 3 to 6 each).
+        assert figures["by_kind"].get(f"trap:soft404-{variant}", 0) <= 2, figures["by_kind"]
+    assert report["stats"]["aopic/trap/soft404_gate_held"] >= len(VARIANTS)
     assert spaces / figures["fetches"] < 0.02
     stats = report["stats"]
     assert stats["aopic/refused/trap/soft404_dir"] > 100  # every real page links into the spaces
+    # The first "not found" pages of broken links passed (their shape was not
+    # known yet) and their links were followed; once it is known, those
+    # links still pending are withdrawn (on main their five random children
+    # were fetched when their turn came). Children fetched before the shape
+    # was learned cannot be (timing: seen once in a few runs).
+    broken = fetch_figures(log, site.real_pages(), site.broken_link_paths())["broken_first"]
+    extra = figures["by_kind"].get("trap:soft404", 0) - broken
+    assert stats.get("aopic/refused/trap/soft404_link", 0) >= 1 or extra >= 5, (figures["by_kind"], broken)
     assert stats["aopic/failed/trap/soft404"] >= 1
 
 

@@ -307,3 +307,25 @@ def test_pending_columns_shrink_once_the_frontier_does():
             assert store.get(link.url).state == PENDING
     assert [lease.url for lease in iter(lambda: store.pop(lambda host: True), None)] == [
         link.url for link in links if link.url not in fetched]  # equal cash: discovery order
+
+
+@pytest.mark.parametrize("targets", ["pending", "pending-cash"])
+def test_cash_at_rank_is_the_nth_richest_pending_cash(targets):
+    """Best-first over the host heaps (stale entries of credited, taken and
+    requeued accounts in them) gives the rank's cash of a full sort."""
+    rng = random.Random(5)
+    engine = AopicEngine(MemoryStore(targets))
+    store = engine.store
+    for i in range(400):
+        host = f"h{i % 9}.example"
+        engine.add_seed(Link(f"http://{host}/{i}", host, 0), rng.random())
+    for _ in range(60):  # leases out (not pending) and back, credits
+        lease = store.pop(lambda host: True)
+        if rng.random() < 0.4:
+            store.settle_requeue(lease.url, lease.lease_id)
+    for i in range(0, 400, 7):
+        engine.add_seed(Link(f"http://h{i % 9}.example/new{i}", f"h{i % 9}.example", 0), rng.random())
+    cash = sorted((v.cash for v in store.iter_accounts() if v.state == PENDING), reverse=True)
+    for rank in (1, 2, 17, 200, len(cash)):
+        assert store.cash_at_rank(rank) == pytest.approx(cash[rank - 1], rel=1e-12)
+    assert store.cash_at_rank(len(cash) + 1) == 0.0

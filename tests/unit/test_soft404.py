@@ -8,7 +8,7 @@ import random
 import pytest
 
 from scrapy_aopic.hygiene.canonical import canonical_url
-from scrapy_aopic.hygiene.soft404 import Soft404Detector, page_facts, page_shape, parent_of, shape_text, space_of
+from scrapy_aopic.hygiene.soft404 import FirstAnswerGate, Soft404Detector, page_facts, page_shape, parent_of, shape_text, space_of
 from scrapy_aopic.hygiene.traps import TrapGuard, TrapLimits
 from tests.support.trapsite import SOFT404_VARIANTS, TrapSite
 
@@ -95,6 +95,72 @@ def test_one_real_child_keeps_a_directory_open():
         detector.observe(f"http://h/d/x{n}.html", NOT_FOUND, frozenset({f"http://h/d/y{n}.html"}))
     assert not detector.directory_refuses("http://h/d/other.html")
     assert detector.observe("http://h/d/x9.html", NOT_FOUND)  # still a soft 404 itself
+
+
+@pytest.mark.parametrize("variant", SOFT404_VARIANTS)
+def test_a_space_is_closed_by_its_second_child_of_one_shape(variant):
+    """Two children answering one shape, each linking fresh siblings: the
+    directory closes before the shape is an error shape (three URLs)."""
+    site = TrapSite(articles=100, soft404=(variant,))
+    rng = random.Random(f"{variant}-2")
+    for _ in range(20):  # two pages of the common shape (see the test above: rarely another)
+        detector = Soft404Detector(3)
+        paths = [site._soft404_url(variant, rng) for _ in range(2)]
+        results = [_observe(detector, site, p) for p in paths]
+        if detector.counts["dir_one_shape"]:
+            break
+    assert results == [False, False]  # neither is called a soft 404: the shape is not known yet
+    assert not detector.error_shapes
+    assert detector.counts["dir_one_shape"] == 1 and len(detector.closed) == 1
+    assert detector.directory_refuses(canonical_url(BASE + site._soft404_url(variant, rng)))
+    # dir_pages=0: the three-page rule alone
+    detector = Soft404Detector(3, dir_pages=0)
+    for path in paths:
+        _observe(detector, site, path)
+    assert not detector.closed
+
+
+def test_pages_of_a_manual_linking_each_other_do_not_close_their_directory():
+    """Pages of one shape (a moved book's stubs) whose table of contents
+    links every page of the directory, the fetched ones too: what a child
+    links that was fetched before is not fresh, so they mint nothing (on
+    main, rust-doc's book/first-edition was closed this way)."""
+    names = [f"http://h/book/ch{n}.html" for n in range(12)]
+    detector = Soft404Detector(3)
+    for name in names[:6]:
+        toc = frozenset(n for n in names if n != name)
+        detector.observe(name, "This book has moved: read the new edition of the book online instead, please", toc)
+    assert not detector.closed
+
+
+def test_first_answer_gate_holds_a_directory_until_it_is_decided():
+    detector = Soft404Detector(3)
+    gate = FirstAnswerGate(detector, answers=3)
+    keys = gate.keys("http://h/wiki/Abc")
+    assert keys == ("http://h/wiki/",)
+    assert gate.enter(keys)
+    assert not gate.enter(gate.keys("http://h/wiki/Def"))  # a sibling is in flight
+    woken = []
+    gate.wait(keys, lambda: woken.append(1))
+    assert gate.enter(gate.keys("http://h/other/x"))  # another directory goes
+    detector.observe("http://h/wiki/Abc", NOT_FOUND, frozenset({"http://h/wiki/Xyz"}))
+    gate.leave(keys)
+    assert woken == [1]
+    keys = gate.keys("http://h/wiki/Def")
+    assert gate.enter(keys)
+    detector.observe("http://h/wiki/Def", NOT_FOUND, frozenset({"http://h/wiki/Uvw"}))
+    gate.leave(keys)
+    # two answers of one shape, each minting: closed, so no longer gated (refused)
+    assert detector.directory_refuses("http://h/wiki/Ghi") and gate.keys("http://h/wiki/Ghi") == ()
+    # a directory of real pages is decided by two distinct shapes
+    for n, text in enumerate(("A real page about ponies and their care", "Another page on goats, milk and cheese")):
+        keys = gate.keys(f"http://h/s/{n}.html")
+        assert keys == ("http://h/s/",) and gate.enter(keys)
+        detector.observe(f"http://h/s/{n}.html", text + " and more words to make a shape")
+        gate.leave(keys)
+    assert gate.keys("http://h/s/9.html") == ()
+    # off
+    assert FirstAnswerGate(detector, answers=0).keys("http://h/new/x") == ()
 
 
 def test_a_directory_that_mints_no_siblings_stays_open():
@@ -365,3 +431,14 @@ def test_a_soft404_in_a_directory_not_yet_known_real_is_still_refused():
 
 def _facts(url: str, html: str) -> tuple[str, str, frozenset[str]]:
     return (canonical_url(url), *page_facts(url, html))
+
+
+def test_a_revisited_hub_is_one_child_not_two():
+    """A re-crawl of a hub answering one shape with new links each time is
+    the same child again: it never closes its directory (the site root of
+    a continuous crawl was closed this way by the second-child rule)."""
+    detector = Soft404Detector(3)
+    text = "Latest news from the newsroom of the test site, read all about it today"
+    for n in range(4):
+        detector.observe("http://h/news/", text, frozenset(f"http://h/a{i}" for i in range(n + 2)))
+    assert not detector.closed and not detector.error_shapes
