@@ -216,7 +216,8 @@ def test_stylesheet_and_walk_write_the_same_text(boilerplate):
         ("<h2>Types <div><a href=/g>Core</a> » <a href=/r>Reference</a></div></h2>", ["Core", "Reference"], []),
         ("<div class=title>Class Foo<div><a href=/g>Core</a> » <a href=/r>Reference</a></div></div>",
          ["Core", "Reference"], []),
-        ("<div class=title><div><a href=/g>Core</a> » <a href=/r>Reference</a></div></div>", [], ["Core", "Reference"]),
+        ("<div class=title><div><a href=/g>Core</a> » <a href=/r>Reference</a></div></div>",
+         [], ["Core", "Reference"]),
     ],
 )
 def test_lone_links_go_and_links_in_text_stay(html, kept, gone):

@@ -338,7 +338,8 @@ def test_pages_of_one_template_in_directories_that_mint_nothing_are_spared(tree)
             url = f"http://h/org/junit/class-use/{name}.html"
             html = (f"<html><body>{JAVADOC_NAV}<h1>Uses of Class org.junit.{name}</h1>"
                     f"<p>No usage of org.junit.{name}</p><a href='../{name}.html'>{name}</a>"
-                    f"<a href='../../../index.html'>Overview</a> Copyright 2002-2022 JUnit. All rights reserved.</body></html>")
+                    f"<a href='../../../index.html'>Overview</a> Copyright 2002-2022 JUnit. All rights reserved."
+                    "</body></html>")
         else:
             url = f"http://h/d{n}/d{n}c{n}/_r_e_a_d_m_e-{name.lower()}_8md.html"
             html = (f"<html><body><div>SDL 2.0</div><a href='../../index.html'>Main Page</a>"
