@@ -29,8 +29,9 @@ The detector learns from responses already fetched, no probe request:
   directory open, so a site's own section with a few broken links is
   never closed. A URL with a query whose path ends in a name also counts
   under its wider directory (:func:`space_of`).
-* **A directory of real pages** (``REAL_SHAPES`` shapes of its own) spares
-  pages of an error shape (``spare_real_dirs``): pages of one template
+* **A directory of real pages** (``REAL_SHAPES`` shapes of its own), or
+  one that does not mint (none of its children linked to a fresh sibling),
+  spares pages of an error shape (``spare_real_dirs``): pages of one template
   that differ only in their URL's words are real; unless the page that
   linked one was of an error shape itself.
 
@@ -369,12 +370,13 @@ class Soft404Detector:
         self.counts: Counter[str] = Counter()
 
     def observe(self, canonical: str, text: str, siblings: frozenset[str] | tuple = (), *,
-                linked_by_soft404: bool = False) -> bool:
+                linked_by_soft404: bool | None = False) -> bool:
         """A page fetched with status 200 (``text`` and ``siblings`` from
         :func:`page_facts`): ``True`` when it is a soft 404.
         ``linked_by_soft404``: the page that linked it answered an error shape
         itself (then it is never spared: a space inside a directory of real
-        pages stops one hop after its entry)."""
+        pages stops one hop after its entry); ``None``: not known (no
+        ``Referer``), then it is spared only in a directory of real pages."""
         if not self.pages:
             return False
         shape = page_shape(canonical, text)
@@ -409,17 +411,39 @@ class Soft404Detector:
         if space is not None:
             self._learn_dir(space, key, canonical, siblings)
         if (error and self.spare_real_dirs and not linked_by_soft404
-                and self._dirs.get(parent_of(canonical), False) is None):
-            # Its directory holds REAL_SHAPES pages of distinct shapes: pages
-            # of one template that differ only in their URL's words (API
-            # pages of sibling functions, "no usage of <class>" pages), not
-            # a space minting random URLs. It passes; counted. Its links
-            # pass too, but a page of the shape it links to is not spared.
+                and (self._dirs.get(parent_of(canonical), False) is None
+                     or (linked_by_soft404 is not None and not self._mints(canonical)))):
+            # Its directory holds REAL_SHAPES pages of distinct shapes, or
+            # none of its children linked to a fresh sibling: pages of one
+            # template that differ only in their URL's words (API pages of
+            # sibling functions, "no usage of <class>" pages, a generator's
+            # pages in hashed directories of one or two pages each), not a
+            # space minting random URLs. It passes; counted. Its links pass
+            # too, but a page of the shape it links to is not spared. Where
+            # that is unknown (``linked_by_soft404`` None: no Referer), only
+            # a directory of real pages spares: "not found" pages that each
+            # link fresh URLs in other directories (none mints siblings)
+            # would otherwise be followed from one to the next for ever.
             self.counts["spared"] += 1
             return False
         if error:
             self.counts["soft404"] += 1
         return error
+
+    def _mints(self, canonical: str) -> bool:
+        """Whether a child of the directory of ``canonical`` (or of its
+        wider directory, :func:`space_of`) linked to siblings no other child
+        had linked to, this page included: the directory mints its own URLs,
+        as every soft-404 space does. A closed directory has minted."""
+        for parent in (parent_of(canonical), space_of(canonical)):
+            if parent is None:
+                continue
+            if parent in self.closed:
+                return True
+            shapes = self._dirs.get(parent)
+            if shapes and shapes[None]:
+                return True
+        return False
 
     def _learn_dir(self, parent: str, key: tuple[str, str], canonical: str, siblings=()) -> None:
         """Count a child ``canonical`` of ``parent`` (a :func:`parent_of` or a

@@ -319,10 +319,11 @@ class TrapGuard:
         return True
 
     def page_fetched(self, canonical: str, text: str, siblings: frozenset[str] | tuple = (), *,
-                     linked_by_soft404: bool = False) -> str | None:
+                     linked_by_soft404: bool | None = False) -> str | None:
         """A page fetched with status 200 (key ``canonical``, ``text`` from
         :func:`.soft404.page_facts`, with its sibling links; whether the page
-        that linked it was of an error shape): ``"soft404"`` when it is a
+        that linked it was of an error shape, ``None`` when unknown: see
+        :meth:`.soft404.Soft404Detector.observe`): ``"soft404"`` when it is a
         soft 404 (counted), else ``None``."""
         if self.limits.soft404_pages and self.soft404.observe(canonical, text, siblings,
                                                               linked_by_soft404=linked_by_soft404):

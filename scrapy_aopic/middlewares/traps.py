@@ -228,7 +228,8 @@ class Soft404Middleware:
         shapes, closed, spared = len(detector.error_shapes), len(detector.closed), detector.counts["spared"]
         one_shape = detector.counts["dir_one_shape"]
         referer = request.headers.get("Referer")
-        linked_by_soft404 = bool(referer) and referer.decode("latin-1").partition("#")[0] in self._error_urls
+        # (None without a Referer: a start URL, or REFERER_ENABLED = False)
+        linked_by_soft404 = referer.decode("latin-1").partition("#")[0] in self._error_urls if referer else None
         rule = self.guard.page_fetched(lease.url, *self._facts(response), linked_by_soft404=linked_by_soft404)
         if rule is not None or detector.counts["spared"] > spared:
             if len(self._error_urls) >= self.MAX_ERROR_URLS:
@@ -239,8 +240,9 @@ class Soft404Middleware:
                 self.stats.inc_value("aopic/trap/soft404_spared")
             if not self._spared_logged:
                 self._spared_logged = True
-                logger.info("aopic: %s answered a soft-404 shape but its directory holds pages of their own: "
-                            "passed (pages of one template; stat aopic/trap/soft404_spared; logged once)", request.url)
+                logger.info("aopic: %s answered a soft-404 shape but its directory holds pages of their own "
+                            "or mints no URLs: passed (pages of one template; stat aopic/trap/soft404_spared; "
+                            "logged once)", request.url)
         passed = detector.take_passed()
         if passed:
             self._withdraw_links(passed)
