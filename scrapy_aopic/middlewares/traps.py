@@ -101,16 +101,10 @@ class TrapGuardMiddleware:
             return None
         rule = self.guard.rule(request.url, lease.url, lease.depth, fetching=True)
         if rule is None:
-            gate = self.gate
-            if gate is None or GATE in request.meta:  # (holds its directories already)
+            if self.gate is None or GATE in request.meta:  # (holds its directories already)
                 return None
-            keys = gate.keys(lease.url)
-            if not keys:
-                return None
-            if gate.enter(keys):
-                request.meta[GATE] = keys
-                return None
-            return self._wait_gate(request, lease, keys)
+            keys = self._enter_gate(request, lease.url)
+            return None if keys is None else self._wait_gate(request, lease, keys)
         self.frontier.fail(request, f"trap/{rule}", refuse=True)
         raise IgnoreRequest(f"aopic trap rule {rule}: {request.url}")
 
@@ -149,12 +143,20 @@ class TrapGuardMiddleware:
             if rule is not None:
                 self.frontier.fail(request, f"trap/{rule}", refuse=True)
                 raise IgnoreRequest(f"aopic trap rule {rule}: {request.url}")
-            keys = gate.keys(lease.url)
-            if not keys:
+            keys = self._enter_gate(request, lease.url)
+            if keys is None:
                 return None
-            if gate.enter(keys):
-                request.meta[GATE] = keys
-                return None
+
+    def _enter_gate(self, request: Request, url: str) -> tuple[str, ...] | None:
+        """None when ``request`` may go (no undecided directory, or it took
+        the gate of its directories); else the directories to wait on."""
+        keys = self.gate.keys(url)
+        if not keys:
+            return None
+        if self.gate.enter(keys):
+            request.meta[GATE] = keys
+            return None
+        return keys
 
     def _count(self, stat: str) -> None:
         if self.stats is not None:
