@@ -823,3 +823,28 @@ def test_frontier_falls_back_to_pending_lambda_with_redis(redis_server, caplog, 
     finally:
         store.clear()
         store.close()
+
+
+def test_a_test_server_whose_picked_port_was_taken_moves_to_another(tmp_path, monkeypatch):
+    """The test harness itself: a port picked free can be taken before the
+    server binds it (CI once lost a cluster test so); the server moves."""
+    import socket
+
+    from tests.support.redis_server import RedisServer, find_redis_server, free_port
+
+    try:
+        find_redis_server()
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        picks = iter([taken.getsockname()[1]])
+        monkeypatch.setattr(RedisServer, "_free_port", staticmethod(lambda: next(picks, None) or free_port()))
+        server = RedisServer(tmp_path / "moved")
+        assert server.port == taken.getsockname()[1]
+        with server:
+            assert server.port != taken.getsockname()[1] and server.ping()
+            assert str(server.port) in server.url
+            server.restart()  # a restart keeps the port it bound
+            assert server.port != taken.getsockname()[1] and server.ping()

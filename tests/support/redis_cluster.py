@@ -55,7 +55,7 @@ class ClusterNode(RedisServer):
     """
 
     def __init__(self, workdir, *, port: int | None = None):
-        super().__init__(workdir, port=port or free_cluster_port())
+        super().__init__(workdir, port=port)
         with self.config_path.open("a") as conf:
             conf.write(
                 "cluster-enabled yes\n"
@@ -64,6 +64,10 @@ class ClusterNode(RedisServer):
                 "cluster-replica-no-failover yes\n"
                 "appendonly no\n"
             )
+
+    @staticmethod
+    def _free_port() -> int:
+        return free_cluster_port()
 
 
 def command(port: int, *args: str, timeout: float = 5.0) -> bytes:

@@ -67,7 +67,11 @@ class RedisServer:
     def __init__(self, workdir, *, port: int | None = None, appendfsync: str = "everysec"):
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.port = port or free_port()
+        # A port picked here may be taken by another socket before the
+        # server binds it (a loaded machine, other servers starting): a
+        # first start that finds it taken picks another (see start).
+        self._pick_port = port is None
+        self.port = port or self._free_port()
         self.binary = find_redis_server()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.config_path = self.workdir / "redis.conf"
@@ -93,7 +97,7 @@ class RedisServer:
 
     # -- life cycle -----------------------------------------------------------
 
-    def start(self, timeout: float = 10.0) -> RedisServer:
+    def start(self, timeout: float = 10.0, attempts: int = 0) -> RedisServer:
         """Start the server and wait until it answers PING (data loaded)."""
         if self.process is not None and self.process.poll() is None:
             return self
@@ -108,13 +112,29 @@ class RedisServer:
         while True:
             if self.process.poll() is not None:
                 log = self.log_path.read_text() if self.log_path.exists() else ""
+                if self._pick_port and "Address already in use" in log and attempts < 5:
+                    self._move_to(self._free_port())
+                    return self.start(timeout, attempts + 1)
                 raise RuntimeError(f"redis-server exited with {self.process.returncode}:\n{log[-2000:]}")
             if self.ping():
+                self._pick_port = False  # bound: a restart keeps this port
                 return self
             if time.monotonic() > deadline:
                 self.kill()
                 raise RuntimeError(f"redis-server on port {self.port} did not answer in {timeout}s")
             time.sleep(0.02)
+
+    @staticmethod
+    def _free_port() -> int:
+        return free_port()
+
+    def _move_to(self, port: int) -> None:
+        """Use ``port`` from now on (before the first successful start only:
+        a restart keeps its port)."""
+        self.config_path.write_text(self.config_path.read_text().replace(f"port {self.port}\n", f"port {port}\n", 1))
+        self.log_path.unlink(missing_ok=True)
+        self.port = port
+        self.url = f"redis://127.0.0.1:{port}/0"
 
     def stop(self, timeout: float = 10.0) -> None:
         """Graceful stop (SIGTERM: Redis flushes the AOF and exits)."""
