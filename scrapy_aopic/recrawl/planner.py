@@ -80,7 +80,7 @@ from typing import Any, NamedTuple
 
 from .budget import FreshnessAllocator
 from .estimators import TimedChangeHistory, poisson_tail
-from .profile import BINS, DAY, HOUR, WEEK, DayProfile, RateProfile, WeeklyRates, iter_segments, profile_key
+from .profile import BINS, DAY, HOUR, WEEK, DayProfile, RateProfile, WeeklyRates, growing_weight, iter_segments, profile_key
 from .timetable import LEVELS, Timetable, place
 
 MODELS = ("estimator", "forest", "aopic")
@@ -501,17 +501,13 @@ class RecrawlPlanner:
     # -- pooled change rates (the prior of pages with little history) ----------------
 
     def _pool_weight(self, now: float) -> float:
-        if self._pool_base is None:
-            self._pool_base = now
-        exponent = (now - self._pool_base) / self.change_window
-        if exponent > 30.0:
-            factor = math.exp(-exponent)
-            for pool in self._pools.values():
-                pool[0] *= factor
-                pool[1] *= factor
-            self._pool_base = now
-            exponent = 0.0
-        return math.exp(exponent)
+        weight, self._pool_base = growing_weight(self._pool_base, now, self.change_window, self._rescale_pools)
+        return weight
+
+    def _rescale_pools(self, factor: float) -> None:
+        for pool in self._pools.values():
+            pool[0] *= factor
+            pool[1] *= factor
 
     def _pool_add(self, record: PageRecord, now: float, span: float, changed: bool) -> None:
         w = self._pool_weight(now)

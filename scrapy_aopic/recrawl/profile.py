@@ -42,6 +42,21 @@ BINS = 168
 _WEEK_SHIFT = 3 * DAY
 
 
+def growing_weight(reference: float | None, t: float, horizon: float, rescale) -> tuple[float, float]:
+    """Exponential forgetting by growing weights: an observation at ``t``
+    weighs ``exp((t - reference) / horizon)``, so sums already stored never
+    need decaying one by one. Returns ``(weight, reference)``; once the
+    weight would pass e^30, ``rescale(factor)`` scales the stored sums down
+    once and the reference moves to ``t`` (weight 1)."""
+    if reference is None:
+        reference = t
+    exponent = (t - reference) / horizon
+    if exponent > 30.0:
+        rescale(math.exp(-exponent))
+        return 1.0, t
+    return math.exp(exponent), reference
+
+
 def hour_of_week(t: float) -> int:
     """Bin of time ``t``: ``weekday * 24 + hour`` (Monday 0h = 0, UTC)."""
     return int(((t + _WEEK_SHIFT) % WEEK) // HOUR)
@@ -308,19 +323,15 @@ class RateProfile:
     def _weight(self, t: float) -> float:
         if self.forget is None:
             return 1.0
-        if self._reference is None:
-            self._reference = t
-        exponent = (t - self._reference) / self.forget
-        if exponent > 30.0:
-            self._flush()
-            factor = math.exp(-exponent)
-            self.counts = [c * factor for c in self.counts]
-            self.exposure = [e * factor for e in self.exposure]
-            self._count_total *= factor
-            self._exposure_total *= factor
-            self._reference = t
-            exponent = 0.0
-        return math.exp(exponent)
+        weight, self._reference = growing_weight(self._reference, t, self.forget, self._rescale)
+        return weight
+
+    def _rescale(self, factor: float) -> None:
+        self._flush()
+        self.counts = [c * factor for c in self.counts]
+        self.exposure = [e * factor for e in self.exposure]
+        self._count_total *= factor
+        self._exposure_total *= factor
 
     def _now_weight(self) -> float:
         """Weight of the newest observation: dividing stored sums by it gives
@@ -594,18 +605,14 @@ class DayProfile:
             self._last = t
         if self.forget is None:
             return 1.0
-        if self._reference is None:
-            self._reference = t
-        exponent = (t - self._reference) / self.forget
-        if exponent > 30.0:
-            factor = math.exp(-exponent)
-            for cell in self.cells.values():
-                cell[0] *= factor
-                cell[1] *= factor
-            self.dated = [x * factor for x in self.dated]
-            self._reference = t
-            exponent = 0.0
-        return math.exp(exponent)
+        weight, self._reference = growing_weight(self._reference, t, self.forget, self._rescale)
+        return weight
+
+    def _rescale(self, factor: float) -> None:
+        for cell in self.cells.values():
+            cell[0] *= factor
+            cell[1] *= factor
+        self.dated = [x * factor for x in self.dated]
 
     def observe(self, t0: float, t1: float, count: float, at: float | None = None) -> None:
         """A visit at ``t1`` counted ``count`` events since the visit at
