@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import json
 import math
 import sys
 import time
@@ -336,6 +337,8 @@ def main(argv=None) -> int:
                         help="AOPIC_RECRAWL_TIMETABLE = True (weekly timetables; off by default)")
     parser.add_argument("--burst", action="store_true",
                         help="AOPIC_RECRAWL_BURST = True (the burst model; off by default)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="one more setting (VALUE read as JSON if it parses)")
     parser.add_argument("--no-last-modified", action="store_true",
                         help="leave out the +Last-Modified row (half the time)")
     args = parser.parse_args(argv)
@@ -358,6 +361,12 @@ def main(argv=None) -> int:
         costs = {}
         settings = {"AOPIC_RECRAWL_BUDGET": budget, "AOPIC_RECRAWL_TIMETABLE": args.timetable,
                     "AOPIC_RECRAWL_BURST": args.burst}  # fmt: skip
+        for item in args.set:
+            key, _, value = item.partition("=")
+            try:
+                settings[key] = json.loads(value)
+            except ValueError:
+                settings[key] = value
         runs = (("planner", False),) + ((() if args.no_last_modified else (("planner +Last-Modified", True),)))
         for name, lm in runs:
             fetches, us, visits = run_planner(trace, settings, lm)
