@@ -646,9 +646,11 @@ define("AOPIC_RECRAWL_BURST", False, "recrawl", """
     budget split as for any page of that rate. Counted in
     ``aopic/recrawl/hot_revisits`` and ``aopic/recrawl/hot_changes``. Off by
     default: see ``docs/recrawl.rst`` for the figures.""")
-define("AOPIC_RECRAWL_BURST_WINDOW", 86400.0, "recrawl", """
+define("AOPIC_RECRAWL_BURST_WINDOW", 3 * 86400.0, "recrawl", """
     Seconds a page stays hot after a revisit found it changed (with
-    ``AOPIC_RECRAWL_BURST``).""")
+    ``AOPIC_RECRAWL_BURST``). Three days, chosen on the Debian, PEPs, Rust
+    book and packaging guide traces (one day: a burst is mostly over before
+    the change that started it is found).""")
 define("AOPIC_RECRAWL_KEY_MIN_EVENTS", 100, "recrawl", """
     New links a ``host/first-path-segment`` key must have produced before
     its own hour-of-week profile is used; below that its host's profile is,

@@ -53,7 +53,7 @@ class BurstModel:
 
     def __init__(
         self,
-        window: float = DAY,
+        window: float = 3 * DAY,
         change_window: float = 180 * DAY,
         prior_expected: float = 1.0,
         prior_changes: float = 1.0,

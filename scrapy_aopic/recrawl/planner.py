@@ -247,7 +247,7 @@ class RecrawlPlanner:
         timetable_refresh: float = DAY,
         explore: float = 0.0,
         burst: bool = False,
-        burst_window: float = DAY,
+        burst_window: float = 3 * DAY,
         burst_boost: bool = True,
         burst_p: float = 0.01,
         burst_decay: float = 0.5,

@@ -68,7 +68,8 @@ def drive(planner: RecrawlPlanner, pages: dict[str, list[float]], until: float =
 
 
 def planner(burst: bool) -> RecrawlPlanner:
-    return RecrawlPlanner(min_interval=60, max_interval=7 * DAY, budget=float(PAGES), burst=burst)
+    # Hot for a day: about how long the bursts of ``bursty_changes`` last.
+    return RecrawlPlanner(min_interval=60, max_interval=7 * DAY, budget=float(PAGES), burst=burst, burst_window=DAY)
 
 
 def test_a_burst_is_learnt_from_change_events_and_shortens_the_next_revisit():
