@@ -638,7 +638,8 @@ define("AOPIC_RECRAWL_EXPLORE", 0.0, "recrawl", """
     timetables' own late and dithered revisits already vary the hours
     enough for the fitted profile; ``docs/recrawl.rst``).""")
 define("AOPIC_RECRAWL_BURST", False, "recrawl", """
-    With a budget: learn bursts of changes (a change found makes another
+    Needs a budget (``AOPIC_RECRAWL_BUDGET`` or ``_BUDGET_SHARE``; an error
+    without one). Learn bursts of changes (a change found makes another
     change soon more likely; ``scrapy_aopic.recrawl.burst``). For
     ``AOPIC_RECRAWL_BURST_WINDOW`` after a revisit found a page changed, the
     page is planned with its *hot* rate (its changes in such windows,

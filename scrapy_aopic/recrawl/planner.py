@@ -271,6 +271,10 @@ class RecrawlPlanner:
             raise ValueError("set AOPIC_RECRAWL_BUDGET or AOPIC_RECRAWL_BUDGET_SHARE, not both")
         if budget is not None and not budget > 0:
             raise ValueError(f"AOPIC_RECRAWL_BUDGET must be > 0, got {budget!r}")
+        if burst and budget is None and budget_share is None:
+            # Bursts change how the budget is split: without one there is
+            # nothing to split, and ignoring the setting would be silent.
+            raise ValueError("AOPIC_RECRAWL_BURST needs AOPIC_RECRAWL_BUDGET or AOPIC_RECRAWL_BUDGET_SHARE")
         if budget_share is not None and not 0 < budget_share < 1:
             raise ValueError(f"AOPIC_RECRAWL_BUDGET_SHARE must be in (0, 1), got {budget_share!r}")
         self.min_interval = float(min_interval)
@@ -314,7 +318,7 @@ class RecrawlPlanner:
         )
         #: the burst model (with a budget and ``burst``), else ``None``
         self.burst_model = (
-            BurstModel(burst_window, self.change_window) if burst and self.allocator is not None else None
+            BurstModel(burst_window, self.change_window) if burst else None
         )
         self._solved_at: float | None = None
         self._solved_pages = 0

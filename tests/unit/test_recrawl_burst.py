@@ -144,6 +144,11 @@ def test_burst_state_is_saved_restored_and_checked_on_load():
         planner(True).load_state(bad)
 
 
+def test_bursts_need_a_budget():
+    with pytest.raises(ValueError, match="AOPIC_RECRAWL_BURST needs"):
+        RecrawlPlanner(burst=True)
+
+
 def test_state_saved_before_bursts_still_loads():
     p = planner(False)
     drive(p, bursty_changes(5, follow_ups=1), until=MONDAY + 30 * DAY)
