@@ -395,6 +395,7 @@ def main(argv=None) -> int:
     say(phase_drift())
     args.out.mkdir(parents=True, exist_ok=True)
     suffix = "".join(f"-{flag}" for flag in ("timetable", "burst") if getattr(args, flag))
+    suffix += "".join(f"-{item.removeprefix('AOPIC_RECRAWL_').lower()}" for item in args.set)
     (args.out / f"recrawl-traces{suffix}.txt").write_text("\n".join(lines) + "\n")
     return 0
 
