@@ -16,6 +16,7 @@ digests mean the two checkouts made exactly the same decisions.
     .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main
     .venv/bin/python benchmarks/bench_recrawl_cost.py            # this checkout only
     .venv/bin/python benchmarks/bench_recrawl_cost.py --timetable   # AOPIC_RECRAWL_TIMETABLE on
+    .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main --burst  # bursts on here
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def worker(root: str, trace_name: str, years: float, last_modified: bool, timetable: bool = False) -> dict:
+def worker(
+    root: str, trace_name: str, years: float, last_modified: bool, timetable: bool = False, burst: bool = False
+) -> dict:
     # scrapy_aopic from ``root``; the trace tools from this checkout's
     # benchmarks (imported after, so their sys.path edit cannot shadow it).
     sys.path.insert(0, root)
@@ -52,6 +55,8 @@ def worker(root: str, trace_name: str, years: float, last_modified: bool, timeta
     settings = {"AOPIC_RECRAWL_BUDGET": float(len(trace.pages))}
     if timetable:
         settings["AOPIC_RECRAWL_TIMETABLE"] = True
+    if burst:
+        settings["AOPIC_RECRAWL_BURST"] = True
     fetches, us, visits = run_planner(trace, settings, last_modified, timer=time.thread_time)
     digest = hashlib.sha256(
         json.dumps([fetches[p.url] for p in trace.pages]).encode()
@@ -67,10 +72,11 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--last-modified", action="store_true")
     parser.add_argument("--timetable", action="store_true", help="AOPIC_RECRAWL_TIMETABLE = True")
+    parser.add_argument("--burst", action="store_true", help="AOPIC_RECRAWL_BURST = True (this side only)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        print(json.dumps(worker(args.worker, args.trace, args.years, args.last_modified, args.timetable)))
+        print(json.dumps(worker(args.worker, args.trace, args.years, args.last_modified, args.timetable, args.burst)))
         return 0
     sides = {"this": str(ROOT)}
     if args.against:
@@ -81,7 +87,8 @@ def main(argv=None) -> int:
         for name in names if rep % 2 == 0 else names[::-1]:
             cmd = [sys.executable, __file__, "--worker", sides[name], "--trace", args.trace,
                    "--years", str(args.years)] + (["--last-modified"] if args.last_modified else []) + (
-                ["--timetable"] if args.timetable else [])  # fmt: skip
+                ["--timetable"] if args.timetable else []) + (
+                ["--burst"] if args.burst and name == "this" else [])  # fmt: skip
             out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
             results[name].append(out)
             print(f"  run {rep + 1} {name:<6} {out['us']:7.1f} µs/visit  {out['visits']} visits  "

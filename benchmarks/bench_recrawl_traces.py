@@ -31,12 +31,14 @@ Figures: fetches, hit rate (fetches that found a change), mean delay (change
 cost per visit (µs, hook and planner).
 
     .venv/bin/python benchmarks/bench_recrawl_traces.py        # ~10 minutes
+    .venv/bin/python benchmarks/bench_recrawl_traces.py --burst  # the burst model on
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
+import json
 import math
 import sys
 import time
@@ -333,6 +335,12 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--timetable", action="store_true",
                         help="AOPIC_RECRAWL_TIMETABLE = True (weekly timetables; off by default)")
+    parser.add_argument("--burst", action="store_true",
+                        help="AOPIC_RECRAWL_BURST = True (the burst model; off by default)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="one more setting (VALUE read as JSON if it parses)")
+    parser.add_argument("--no-last-modified", action="store_true",
+                        help="leave out the +Last-Modified row (half the time)")
     args = parser.parse_args(argv)
     lines = []
 
@@ -351,8 +359,16 @@ def main(argv=None) -> int:
             f"scored after {WARMUP / YEAR:g} year of history")
         rows = {}
         costs = {}
-        settings = {"AOPIC_RECRAWL_BUDGET": budget, "AOPIC_RECRAWL_TIMETABLE": args.timetable}
-        for name, lm in (("planner", False), ("planner +Last-Modified", True)):
+        settings = {"AOPIC_RECRAWL_BUDGET": budget, "AOPIC_RECRAWL_TIMETABLE": args.timetable,
+                    "AOPIC_RECRAWL_BURST": args.burst}  # fmt: skip
+        for item in args.set:
+            key, _, value = item.partition("=")
+            try:
+                settings[key] = json.loads(value)
+            except ValueError:
+                settings[key] = value
+        runs = (("planner", False),) + ((() if args.no_last_modified else (("planner +Last-Modified", True),)))
+        for name, lm in runs:
             fetches, us, visits = run_planner(trace, settings, lm)
             rows[name] = score(trace, fetches, a, b)
             costs[name] = (us, visits)
@@ -378,7 +394,9 @@ def main(argv=None) -> int:
         say()
     say(phase_drift())
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "recrawl-traces.txt").write_text("\n".join(lines) + "\n")
+    suffix = "".join(f"-{flag}" for flag in ("timetable", "burst") if getattr(args, flag))
+    suffix += "".join(f"-{item.removeprefix('AOPIC_RECRAWL_').lower()}" for item in args.set)
+    (args.out / f"recrawl-traces{suffix}.txt").write_text("\n".join(lines) + "\n")
     return 0
 
 

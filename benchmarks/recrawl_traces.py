@@ -29,6 +29,8 @@ traces are stored compactly in ``benchmarks/data/recrawl_traces.json.gz``
         --add devguide=/work/.mirror/python+devguide/repo   # the held-out trace
     .venv/bin/python benchmarks/recrawl_traces.py \\
         --add packaging-guide=/work/.mirror/pypa+packaging.python.org/repo
+    .venv/bin/python benchmarks/recrawl_traces.py \\
+        --add scrapy-docs=/work/.mirror/scrapy+scrapy/repo   # the burst model's new trace
 """
 
 from __future__ import annotations
@@ -63,6 +65,9 @@ GIT_SOURCES = {
     # settled on debian, peps and rust-book): the Python Packaging User
     # Guide (pypa/packaging.python.org), its source/**/*.rst pages.
     "packaging-guide": ("source/", ".rst", "packaging.example"),
+    # Added with the burst model, after it was settled on the others and
+    # reported untuned: Scrapy's own documentation (scrapy/scrapy docs/**/*.rst).
+    "scrapy-docs": ("docs/", ".rst", "docs.scrapy.example"),
 }
 
 

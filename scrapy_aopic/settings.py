@@ -637,6 +637,21 @@ define("AOPIC_RECRAWL_EXPLORE", 0.0, "recrawl", """
     on the real traces 0.1 lengthened the mean delay on three of five (the
     timetables' own late and dithered revisits already vary the hours
     enough for the fitted profile; ``docs/recrawl.rst``).""")
+define("AOPIC_RECRAWL_BURST", False, "recrawl", """
+    Needs a budget (``AOPIC_RECRAWL_BUDGET`` or ``_BUDGET_SHARE``; an error
+    without one). Learn bursts of changes (a change found makes another
+    change soon more likely; ``scrapy_aopic.recrawl.burst``). For
+    ``AOPIC_RECRAWL_BURST_WINDOW`` after a revisit found a page changed, the
+    page is planned with its *hot* rate (its changes in such windows,
+    shrunk to its section's burst multiplier times its quiet rate), the
+    budget split as for any page of that rate. Counted in
+    ``aopic/recrawl/hot_revisits`` and ``aopic/recrawl/hot_changes``. Off by
+    default: see ``docs/recrawl.rst`` for the figures.""")
+define("AOPIC_RECRAWL_BURST_WINDOW", 3 * 86400.0, "recrawl", """
+    Seconds a page stays hot after a revisit found it changed (with
+    ``AOPIC_RECRAWL_BURST``). Three days, chosen on the Debian, PEPs, Rust
+    book and packaging guide traces (one day: a burst is mostly over before
+    the change that started it is found).""")
 define("AOPIC_RECRAWL_KEY_MIN_EVENTS", 100, "recrawl", """
     New links a ``host/first-path-segment`` key must have produced before
     its own hour-of-week profile is used; below that its host's profile is,

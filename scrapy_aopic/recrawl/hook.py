@@ -104,6 +104,8 @@ def planner_from_settings(settings) -> RecrawlPlanner:
         host_gap=_host_gap(settings),
         timetable=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_TIMETABLE"),
         explore=aopic_settings.get_float(settings, "AOPIC_RECRAWL_EXPLORE"),
+        burst=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_BURST"),
+        burst_window=aopic_settings.get_float(settings, "AOPIC_RECRAWL_BURST_WINDOW"),
         forest_retrain=aopic_settings.get_float(settings, "AOPIC_RECRAWL_FOREST_RETRAIN"),
     )
 
@@ -228,6 +230,9 @@ class RecrawlHook:
         )
         self._set("aopic/recrawl/bursts", p.bursts)
         self._set("aopic/recrawl/explored", p.explored)
+        if p.burst_model is not None:
+            self._set("aopic/recrawl/hot_revisits", p.burst_model.hot_intervals)
+            self._set("aopic/recrawl/hot_changes", p.burst_model.hot_changes)
         if not top_hubs:
             return
         self._set(

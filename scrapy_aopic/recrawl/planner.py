@@ -79,6 +79,7 @@ from operator import mul
 from typing import Any, NamedTuple
 
 from .budget import FreshnessAllocator
+from .burst import BurstModel
 from .estimators import TimedChangeHistory, poisson_tail
 from .profile import BINS, DAY, HOUR, WEEK, DayProfile, RateProfile, WeeklyRates, growing_weight, iter_segments, profile_key
 from .timetable import LEVELS, Timetable, place
@@ -114,6 +115,9 @@ class PageRecord:
         "deadline",
         "interval",
         "failures",
+        "base_rate",
+        "hot_until",
+        "burst",
     )
 
     def __init__(self, host: str, key: str, site: str, depth: int = 0):
@@ -141,6 +145,11 @@ class PageRecord:
         self.deadline: float | None = None  #: when it must be fetched
         self.interval: float | None = None  #: the last planned interval
         self.failures = 0
+        #: with bursts: the quiet rate last planned with, when the page stops
+        #: being hot, and its change history while hot (:mod:`.burst`)
+        self.base_rate = 0.0
+        self.hot_until: float | None = None
+        self.burst: TimedChangeHistory | None = None
 
     @property
     def counted(self) -> bool:
@@ -204,6 +213,11 @@ class RecrawlPlanner:
     :param explore: with timetables, the share of revisits moved off the
         timetable by up to half its shortest gap either way (see
         :meth:`_explore`); 0 = none.
+    :param burst: with a budget, learn bursts of changes
+        (:mod:`~scrapy_aopic.recrawl.burst`): for ``burst_window`` seconds
+        after a revisit found a change the page is planned with its hot
+        rate (learnt, shrunk to its section's), not its quiet one.
+    :param burst_window: how long a page stays hot (seconds).
     :param burst_boost: react to counts far above the expected (bursts):
         a count whose Poisson tail probability is below ``burst_p`` multiplies
         the page's rate by observed / expected (at most 10), a factor that
@@ -232,6 +246,8 @@ class RecrawlPlanner:
         timetable: bool = False,
         timetable_refresh: float = DAY,
         explore: float = 0.0,
+        burst: bool = False,
+        burst_window: float = 3 * DAY,
         burst_boost: bool = True,
         burst_p: float = 0.01,
         burst_decay: float = 0.5,
@@ -255,6 +271,10 @@ class RecrawlPlanner:
             raise ValueError("set AOPIC_RECRAWL_BUDGET or AOPIC_RECRAWL_BUDGET_SHARE, not both")
         if budget is not None and not budget > 0:
             raise ValueError(f"AOPIC_RECRAWL_BUDGET must be > 0, got {budget!r}")
+        if burst and budget is None and budget_share is None:
+            # Bursts change how the budget is split: without one there is
+            # nothing to split, and ignoring the setting would be silent.
+            raise ValueError("AOPIC_RECRAWL_BURST needs AOPIC_RECRAWL_BUDGET or AOPIC_RECRAWL_BUDGET_SHARE")
         if budget_share is not None and not 0 < budget_share < 1:
             raise ValueError(f"AOPIC_RECRAWL_BUDGET_SHARE must be in (0, 1), got {budget_share!r}")
         self.min_interval = float(min_interval)
@@ -295,6 +315,10 @@ class RecrawlPlanner:
             FreshnessAllocator(1.0 / self.max_interval, 1.0 / self.min_interval)
             if budget is not None or budget_share is not None
             else None
+        )
+        #: the burst model (with a budget and ``burst``), else ``None``
+        self.burst_model = (
+            BurstModel(burst_window, self.change_window) if burst else None
         )
         self._solved_at: float | None = None
         self._solved_pages = 0
@@ -425,10 +449,18 @@ class RecrawlPlanner:
         # it, or in the future, it says nothing the checksum did not).
         dated = last_modified if changed and last_modified is not None and previous < last_modified <= now else None
         if changed is not None:
-            if record.history is None:
-                record.history = TimedChangeHistory(self.change_window)
-            record.history.add(now, span, changed, dated)
-            self._pool_add(record, now, span, changed)
+            bursts = self.burst_model
+            if bursts is not None and record.hot_until is not None and previous < record.hot_until:
+                # Revisited while hot: the hot rate learns, the quiet one not
+                # (it stays the rate between bursts).
+                bursts.observe(record, now, span, changed)
+            else:
+                if record.history is None:
+                    record.history = TimedChangeHistory(self.change_window)
+                record.history.add(now, span, changed, dated)
+                self._pool_add(record, now, span, changed)
+            if bursts is not None and changed:
+                record.hot_until = now + bursts.window
             if changed:
                 record.changes += 1
                 self.changed += 1
@@ -623,6 +655,12 @@ class RecrawlPlanner:
         if self.model == "aopic":
             return self.min_interval
         rate = self.page_rate(record, now)
+        if rate is not None and rate > 0 and self.burst_model is not None:
+            record.base_rate = rate
+            if record.hot_until is not None and now < record.hot_until:
+                # Hot: planned, and counted by the budget's solve, as a page
+                # of the hot rate.
+                rate = self.burst_model.hot_rate(record, now)
         if rate is None:
             interval = self.initial_interval
         elif rate <= 0:
@@ -918,15 +956,17 @@ class RecrawlPlanner:
                 r.history.to_state() if r.history is not None else None,
                 r.due, r.deadline, r.interval, r.failures, r.weight, r.rate,
                 [x * r.bins_scale for x in r.bins] if r.bins is not None else None,
+                r.base_rate, r.hot_until, r.burst.to_state() if r.burst is not None else None,
             ]  # fmt: skip
         return {
-            "version": 3,
+            "version": 4,
             "pools": self._pools,
             "pool_base": self._pool_base,
             "mu": self.allocator.mu if self.allocator is not None else None,
             "pages": pages,
             "profiles": {name: p.to_state() for name, p in self.profiles.items()},
             "day_profiles": {name: p.to_state() for name, p in self.day_profiles.items()},
+            "burst": self.burst_model.to_state() if self.burst_model is not None else None,
             "counters": [
                 self.revisits, self.changed, self.unchanged, self.not_modified,
                 self.new_links_on_revisits, self.bursts,
@@ -935,8 +975,9 @@ class RecrawlPlanner:
 
     def load_state(self, state: dict) -> None:
         """Restore what :meth:`to_state` saved (settings stay this object's)."""
-        if state.get("version") != 3:
-            raise ValueError(f"unknown recrawl state version {state.get('version')!r}")
+        version = state.get("version")
+        if version not in (3, 4):  # 3: saved before the burst model
+            raise ValueError(f"unknown recrawl state version {version!r}")
         self.pages.clear()
         self._heap.clear()
         for url, f in state["pages"].items():
@@ -949,6 +990,14 @@ class RecrawlPlanner:
             r.due, r.deadline, r.interval, r.failures, r.weight, r.rate = f[11:17]
             if f[17] is not None:
                 r.bins = array("d", f[17])
+            if version >= 4:
+                base_rate, hot_until, burst = f[18:21]
+                r.base_rate = float(base_rate)
+                if not (r.base_rate >= 0 and math.isfinite(r.base_rate)):
+                    raise ValueError(f"recrawl state: bad quiet rate {base_rate!r} for {url}")
+                r.hot_until = None if hot_until is None else float(hot_until)
+                if burst is not None:
+                    r.burst = TimedChangeHistory.from_state(burst, self.change_window)
             self.pages[url] = r
             if r.due is not None:
                 heapq.heappush(self._heap, (r.due, url))
@@ -963,6 +1012,12 @@ class RecrawlPlanner:
         self._day_fits.clear()
         self._pools = {name: [float(a), float(b)] for name, (a, b) in state["pools"].items()}
         self._pool_base = state["pool_base"]
+        if self.burst_model is not None:
+            burst = state.get("burst")
+            if burst is not None:
+                self.burst_model.load_state(burst)
+            else:  # saved without bursts: start learning them afresh
+                self.burst_model = BurstModel(self.burst_model.window, self.change_window)
         if self.allocator is not None:
             self.allocator.mu = state.get("mu")
         (self.revisits, self.changed, self.unchanged, self.not_modified,

@@ -1,0 +1,146 @@
+"""Bursts: a detected change makes another change soon more likely.
+
+Edits come in bursts (a document revised twice in an afternoon, a package
+uploaded again the next day to fix the first upload): on the real traces of
+``benchmarks/recrawl_traces.py`` 24 % (Rust book), 33 % (packaging guide)
+and 7 % (CPython developer's guide) of the changes come within a day of the
+previous one, far more than a Poisson process of the page's mean rate
+gives. The model here is a two-state one, learnt from change events only:
+
+* a page is *hot* for ``window`` seconds after a revisit that found it
+  changed (again after each further change found), *quiet* otherwise;
+* quiet, it changes at its own rate (the planner's interval-censored
+  estimate, fed only with quiet intervals);
+* hot, at a rate of its own, estimated the same way (Cho & Garcia-Molina's
+  interval-censored likelihood, :class:`~scrapy_aopic.recrawl.estimators.
+  TimedChangeHistory`) from the intervals it was revisited in while hot,
+  shrunk towards ``M * quiet rate``: ``M`` is the burst multiplier of its
+  section, changes seen in hot intervals over the changes its quiet rate
+  expected there, pooled over ``host/first-path-segment``, each level shrunk
+  to the next (the host, then every page, then 1: no burst).
+
+The planner spends the budget on a hot page as on any page of the hot rate
+(the same Lagrange multiplier, :mod:`~scrapy_aopic.recrawl.budget`): its
+next revisit comes sooner only as far as the learnt rate pays for it, and
+the budget's solve counts what hot pages spend. ``M < 1`` (changes rarely
+follow each other) makes the revisit after a change come *later*.
+
+A page costs three more numbers, plus a change history once it has been
+revisited while hot; a section one pair of sums per level.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .estimators import TimedChangeHistory
+from .profile import growing_weight
+
+DAY = 86400.0
+
+
+class BurstModel:
+    """Section burst multipliers and per-page hot rates.
+
+    :param window: seconds a page stays hot after a revisit found it changed.
+    :param change_window: time constant of the forgetting (like the
+        planner's change histories).
+    :param prior_expected: pseudo-changes (expected ones) each pooled
+        multiplier is shrunk to its parent's by.
+    :param prior_changes: pseudo-changes a page's hot rate is shrunk to its
+        section's ``M * quiet rate`` by.
+    """
+
+    def __init__(
+        self,
+        window: float = 3 * DAY,
+        change_window: float = 180 * DAY,
+        prior_expected: float = 1.0,
+        prior_changes: float = 1.0,
+    ):
+        if not window > 0:
+            raise ValueError(f"AOPIC_RECRAWL_BURST_WINDOW must be > 0, got {window!r}")
+        self.window = float(window)
+        self.change_window = float(change_window)
+        self.prior_expected = prior_expected
+        self.prior_changes = prior_changes
+        #: name -> [changes seen in hot intervals, changes the quiet rate
+        #: expected there], stored with growing weights from ``_base``
+        self.pools: dict[str, list[float]] = {}
+        self._base: float | None = None
+        self.hot_intervals = 0  #: hot intervals observed
+        self.hot_changes = 0  #: of which found a change
+
+    # -- learning --------------------------------------------------------------------
+
+    def _rescale(self, factor: float) -> None:
+        for pool in self.pools.values():
+            pool[0] *= factor
+            pool[1] *= factor
+
+    def observe(self, record, now: float, span: float, changed: bool) -> None:
+        """``record`` (a hot page, quiet rate ``record.base_rate``) was
+        revisited at ``now`` after ``span`` seconds and found ``changed``."""
+        self.hot_intervals += 1
+        self.hot_changes += changed
+        if record.burst is None:
+            record.burst = TimedChangeHistory(self.change_window)
+        record.burst.add(now, span, changed)
+        w, self._base = growing_weight(self._base, now, self.change_window, self._rescale)
+        # What the quiet rate expected of this interval: P(a change in span).
+        expected = -math.expm1(-max(record.base_rate, 0.0) * span)
+        for name in (record.key, record.site, "*") if record.site != record.key else (record.key, "*"):
+            pool = self.pools.get(name)
+            if pool is None:
+                pool = self.pools[name] = [0.0, 0.0]
+            if changed:
+                pool[0] += w
+            pool[1] += w * expected
+
+    # -- planning --------------------------------------------------------------------
+
+    def multiplier(self, record, now: float) -> float:
+        """The burst multiplier of ``record``'s section as of ``now``: every
+        page's, its host's, its key's, each shrunk to the one before (the
+        first to 1, no burst)."""
+        if self._base is None:
+            return 1.0
+        # Stored sums grow with time: effective ones are stored / unit.
+        k = self.prior_expected * math.exp(max(0.0, now - self._base) / self.change_window)
+        m = 1.0
+        names = ("*", record.site, record.key) if record.site != record.key else ("*", record.key)
+        for name in names:
+            pool = self.pools.get(name)
+            if pool is not None:
+                m = (pool[0] + k * m) / (pool[1] + k)
+        return m
+
+    def hot_rate(self, record, now: float) -> float:
+        """Changes per second expected of ``record`` while it is hot."""
+        prior = self.multiplier(record, now) * record.base_rate
+        if record.burst is None or not len(record.burst) or prior <= 0:
+            return prior
+        return record.burst.rate(now, prior, self.prior_changes)
+
+    # -- persistence -------------------------------------------------------------------
+
+    def to_state(self) -> dict:
+        return {
+            "pools": self.pools,
+            "base": self._base,
+            "counters": [self.hot_intervals, self.hot_changes],
+        }
+
+    def load_state(self, state: dict) -> None:
+        pools = state["pools"]
+        if not isinstance(pools, dict):
+            raise ValueError("recrawl state: burst pools must be a mapping")
+        loaded = {}
+        for name, pair in pools.items():
+            a, e = (float(x) for x in pair)
+            if not (a >= 0 and e >= 0 and math.isfinite(a) and math.isfinite(e)):
+                raise ValueError(f"recrawl state: bad burst pool {name!r}: {pair!r}")
+            loaded[name] = [a, e]
+        self.pools = loaded
+        self._base = None if state["base"] is None else float(state["base"])
+        self.hot_intervals, self.hot_changes = (int(x) for x in state["counters"])
