@@ -1102,8 +1102,7 @@ class Frontier:
             return
         self.ledger.sweep()
         for lease in self.ledger.open_leases():
-            logger.warning("aopic: request for %s vanished; its cash goes to lambda", lease.url)
-            self.ledger.fail(lease, "vanished")
+            self.ledger.vanished(lease)
 
     # -- figures ------------------------------------------------------------------
 
