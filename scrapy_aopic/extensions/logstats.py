@@ -108,5 +108,11 @@ class AopicLogStats:
     def log(self, spider: Spider) -> None:
         if self.frontier.engine is None:
             return
-        self.frontier.update_stats()
+        try:
+            self.frontier.update_stats()
+        except StoreStalled:
+            # Redis is not answering: the line says so, the gauges wait for
+            # the next tick (raising here would stop this looping call, and
+            # with it the live line, for the rest of the crawl).
+            pass
         logger.info(self.progress_line(), extra={"spider": spider})

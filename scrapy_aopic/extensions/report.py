@@ -49,7 +49,7 @@ from ..compat import create_looping_call
 from .. import signals as aopic_signals
 from ..frontier import Frontier
 from .logstats import refused_urls
-from ..store.base import ALIAS, STATE_NAMES
+from ..store.base import ALIAS, STATE_NAMES, StoreStalled
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -182,7 +182,17 @@ class AopicReport:
         self.task.start(self.interval, now=True)
 
     def sample(self, *, force_scan: bool = False) -> dict[str, Any] | None:
-        """Record the frontier's figures now (the top-k scan when it is due)."""
+        """Record the frontier's figures now (the top-k scan when it is due);
+        ``None`` when no sample is due, or when Redis is not answering: that
+        tick is skipped and counted (``aopic/report/samples_stalled``), as
+        raising would stop this looping call, and every later sample."""
+        try:
+            return self._sample(force_scan)
+        except StoreStalled:
+            self.crawler.stats.inc_value("aopic/report/samples_stalled")
+            return None
+
+    def _sample(self, force_scan: bool) -> dict[str, Any] | None:
         engine = self.frontier.engine
         if engine is None:
             return None

@@ -5,6 +5,7 @@ Redis, idle rules, and the faults (Redis killed, a worker killed)."""
 from __future__ import annotations
 
 import json
+import logging
 import pickle
 import subprocess
 import sys
@@ -715,5 +716,47 @@ def test_redis_stopped_longer_than_download_timeout_stalls_writes_not_downloads(
         store = frontier_of(server.url, "stopredis")
         assert_books_balance(store, reports)
         store.close()
+    finally:
+        server.kill()
+
+
+def test_live_line_and_report_samples_outlive_a_redis_outage(tmp_path, caplog):
+    """The live line and the report's sampler run as looping calls: an
+    exception stops them for the rest of the crawl. With Redis killed mid-
+    crawl they say so (or skip the sample, counted) and go on when it is back
+    (a crawl's live line stopped for good at its first outage)."""
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_aopic.extensions.logstats import AopicLogStats
+    from scrapy_aopic.extensions.report import AopicReport
+    from scrapy_aopic.frontier import Frontier
+
+    server = _server_or_skip(tmp_path)
+    try:
+        crawler = get_crawler(FollowSpider, settings_dict={
+            "ADDONS": {"scrapy_aopic.Addon": 0}, **worker_settings(server.url),
+            "AOPIC_REPORT": str(tmp_path / "report"), "AOPIC_REDIS_RETRY_TIMEOUT": 60})
+        spider = FollowSpider()
+        frontier = Frontier.from_crawler(crawler)
+        frontier.open(spider)
+        frontier.store.fail_fast = True  # as in a crawl (the scheduler's tick probes)
+        logstats, report = AopicLogStats(crawler, 60.0), AopicReport.from_crawler(crawler)
+        report._started = time.monotonic()
+        assert report.sample(force_scan=True) is not None
+        server.kill()
+        with caplog.at_level(logging.INFO, logger="scrapy_aopic"):
+            logstats.log(spider)  # the store stalls during this call: must not raise
+            logstats.log(spider)
+            assert report.sample(force_scan=True) is None
+        lines = [r.getMessage() for r in caplog.records if r.name.endswith("logstats")]
+        assert len(lines) == 2 and all("Redis not answering" in line for line in lines), lines
+        assert crawler.stats.get_value("aopic/report/samples_stalled") == 1
+        server.start()
+        assert frontier.store.probe()
+        frontier.store.end_stall()
+        assert report.sample(force_scan=True) is not None
+        assert "pages visited" in logstats.progress_line()
+        frontier.store.clear()
+        frontier.store.close()
     finally:
         server.kill()
