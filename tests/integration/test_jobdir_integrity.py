@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_aopic.store.base import Link
+from scrapy_aopic.store.base import Credit, Link
 from scrapy_aopic.store.journal import JobdirError, JobdirInUse, JournaledStore, load_jobdir
 from tests.integration.test_crawl import finish, start_crawl
 from tests.support.localsite import LocalSite
@@ -244,6 +244,42 @@ def test_a_non_finite_number_in_the_journal_is_a_corrupt_line(tmp_path, number, 
     assert "line 3" in " ".join(r.getMessage() for r in caplog.records)
     again.close()
     assert not list((tmp_path / "aopic").glob("*.tmp"))
+
+
+@pytest.mark.parametrize("edit", [
+    lambda v: v.__setitem__(2, "abc"),            # history not a number: failed half-way through
+    lambda v: v[4][0].__setitem__(4, -5.0),       # a negative credit: an account below zero
+    lambda v: v[4][0].__setitem__(4, 1e308),      # finite, and cash out of nothing
+    lambda v: v[4][0].__setitem__(4, 1.5),        # more than the lease held
+    lambda v: v[4][0].__setitem__(4, True),
+], ids=["history-str", "negative", "huge", "more-than-held", "bool"])
+def test_a_visit_line_with_impossible_cash_is_a_corrupt_line(tmp_path, edit, caplog):
+    """A journal line is data to check, not to trust: a visit whose numbers
+    are not amounts of cash, or pay out more than the lease held, is a
+    corrupt line (nothing of it applied), not books silently broken (a
+    resumed crawl ended with 'cash conservation broken: error 0.1')."""
+    store = JournaledStore(tmp_path / "aopic")
+    store.inject(Link("http://a.example/", "a.example", 0), 1.0)
+    lease = store.pop(lambda host: True)
+    store.settle_visit(lease.url, lease.lease_id, 1.0, 1.0e9,
+                       [Credit(Link("http://a.example/x", "a.example", 1), 0.4)])
+    store._journal.close()
+    store._lock.release()
+    journal = files(tmp_path, "journal.*.jsonl")[0]
+    lines = journal.read_text().splitlines(keepends=True)
+    entry = json.loads(lines[-1])
+    assert entry[0] == "visit"
+    edit(entry)
+    lines[-1] = json.dumps(entry) + "\n"
+    journal.write_text("".join(lines))
+    with caplog.at_level(logging.ERROR):
+        again = JournaledStore(tmp_path / "aopic")
+    assert f"line {len(lines)}" in " ".join(r.getMessage() for r in caplog.records)
+    accounts, lambda_cash, in_flight, injected = again.recount()
+    assert injected == 1.0 and abs(accounts + lambda_cash + in_flight - injected) < 1e-12
+    assert not again.knows("http://a.example/x")  # the state before the line
+    assert all(view.cash >= 0 for view in again.iter_accounts()) and lambda_cash >= 0
+    again.close()
 
 
 # -- 7. the journal rolls over: resume time stays bounded ----------------------------------------
