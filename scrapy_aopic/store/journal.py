@@ -442,7 +442,12 @@ class JournaledStore(FrontierStore):
         for path in self.directory.iterdir():
             if path.name.startswith(("snapshot.", "journal.")):
                 os.replace(path, aside / path.name)
-        logger.warning("aopic: %s\naopic: starting this JOBDIR afresh; the damaged files are in %s", error, aside)
+        # The error's own advice (run with AOPIC_JOBDIR_RECOVERY=...) is what
+        # this run did: said without it, and without a second "aopic:".
+        damage = str(error).removeprefix("aopic: ").replace(f" {WAY_OUT}", "")
+        nothing = "nothing could be salvaged; " if self.recovery == "salvage" else ""
+        logger.warning("aopic: %s\naopic: AOPIC_JOBDIR_RECOVERY=%s: %sstarting this JOBDIR afresh; the damaged "
+                       "files are in %s", damage, self.recovery, nothing, aside)
         self.replayed = 0
         return MemoryStore(lambda_targets), uuid.uuid4().hex, max(self._all_generations(aside), default=0)
 

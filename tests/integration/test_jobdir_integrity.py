@@ -372,3 +372,22 @@ def test_killed_again_and_again_then_finished(tmp_path):
     assert stats["aopic/cash_injected_total"] == 1.0
     assert books(stats) <= 1e-9
     assert not list((jobdir / "aopic").glob("*.corrupt"))
+
+
+@pytest.mark.parametrize("mode", ["fresh", "salvage"])
+def test_recovery_afresh_says_what_it_did_not_what_to_run(tmp_path, mode, caplog):
+    """Starting afresh under AOPIC_JOBDIR_RECOVERY, the warning names the
+    damage and the mode, once prefixed, and does not tell the user to run
+    with the mode they ran with ('aopic: aopic: ... run it with -s
+    AOPIC_JOBDIR_RECOVERY=salvage' under salvage)."""
+    store = JournaledStore(tmp_path / "aopic")
+    store.inject(Link("http://a.example/", "a.example", 0), 1.0)
+    store.close()
+    (snapshot,) = files(tmp_path, "snapshot.*.jsonl")
+    snapshot.write_bytes(snapshot.read_bytes()[:40])  # the header cut off
+    with caplog.at_level(logging.WARNING):
+        again = JournaledStore(tmp_path / "aopic", recovery=mode)
+    (message,) = [r.getMessage() for r in caplog.records if "afresh" in r.getMessage()]
+    assert "is damaged" in message and f"AOPIC_JOBDIR_RECOVERY={mode}: " in message
+    assert "aopic: aopic:" not in message and "run it with" not in message
+    again.close()
