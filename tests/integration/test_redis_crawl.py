@@ -760,3 +760,28 @@ def test_live_line_and_report_samples_outlive_a_redis_outage(tmp_path, caplog):
         frontier.store.close()
     finally:
         server.kill()
+
+
+def test_a_request_lost_in_a_middleware_does_not_hold_its_host(tmp_path, redis_url):
+    """A request that leaves the crawl without reaching any hook (a
+    middleware raising in process_response: Scrapy's redirect middleware on
+    a redirect to ``javascript:``) keeps its lease open, and with the shared
+    per-host cap (CONCURRENT_REQUESTS_PER_DOMAIN = 1, Scrapy's project
+    template) that lease held the host for the lease timeout: a real crawl
+    sat with 20,028 URLs pending and nothing fetched. Once nothing in Scrapy
+    holds a request, its lease is settled (vanished) and the host goes on."""
+    name = "lostlease"
+    settings = worker_settings(redis_url, CONCURRENT_REQUESTS_PER_DOMAIN=1, AOPIC_REDIS_HOST_CONCURRENCY=None,
+                               AOPIC_REDIS_LEASE_TIMEOUT=600.0,
+                               DOWNLOADER_MIDDLEWARES={"patternrun.BreakOnTheWayBack": 543})
+    with LocalSite(pages=30) as site:
+        (worker,), go = start_workers(tmp_path, name, settings, count=1, seeds=[site.base + "/p0"])
+        go.touch()
+        report = worker.finish(timeout=60)
+        hits = dict(site.hits)
+        reachable = site.reachable_pages()
+    assert {p: hits.get(p, 0) for p in reachable} == {p: 1 for p in reachable}
+    assert report["stats"].get("aopic/failed/vanished") == 1
+    store = frontier_of(redis_url, name)
+    assert_books_balance(store, [report])
+    store.close()
