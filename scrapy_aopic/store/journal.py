@@ -388,7 +388,7 @@ class JournaledStore(FrontierStore):
                     _REPLAY[op](store, *args)
                 except JobdirError:
                     raise
-                except (ValueError, KeyError, TypeError) as exc:
+                except (ValueError, KeyError, TypeError, IndexError) as exc:
                     self._corrupt_journal(path, number, exc, lines)
                     break
                 count += 1

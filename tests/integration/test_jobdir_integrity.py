@@ -252,7 +252,8 @@ def test_a_non_finite_number_in_the_journal_is_a_corrupt_line(tmp_path, number, 
     lambda v: v[4][0].__setitem__(4, 1e308),      # finite, and cash out of nothing
     lambda v: v[4][0].__setitem__(4, 1.5),        # more than the lease held
     lambda v: v[4][0].__setitem__(4, True),
-], ids=["history-str", "negative", "huge", "more-than-held", "bool"])
+    lambda v: v.__setitem__(4, [v[4][0][:3]]),   # a credit cut short (IndexError went through)
+], ids=["history-str", "negative", "huge", "more-than-held", "bool", "short-credit"])
 def test_a_visit_line_with_impossible_cash_is_a_corrupt_line(tmp_path, edit, caplog):
     """A journal line is data to check, not to trust: a visit whose numbers
     are not amounts of cash, or pay out more than the lease held, is a
