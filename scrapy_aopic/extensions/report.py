@@ -408,6 +408,18 @@ def write_report(directory: str | os.PathLike, data: dict[str, Any], stats: dict
 # -- plots ----------------------------------------------------------------------------------
 
 
+def _host_labels(hosts: list[str], width: int = 40) -> list[str]:
+    """Host names short enough to label a bar: a hostile site's 300-letter
+    host left the plot no room ("constrained_layout not applied" and a
+    squashed plot). The middle is cut; a cut label that another host
+    already has gets the host's rank, as equal labels would share a bar."""
+    labels: list[str] = []
+    for rank, host in enumerate(hosts, 1):
+        label = host if len(host) <= width else f"{host[: width // 2 - 1]}…{host[-(width // 2 - 1):]}"
+        labels.append(label if label not in labels else f"{label} #{rank}")
+    return labels
+
+
 def draw_plots(data: dict[str, Any]) -> dict[str, bytes]:
     """PNG bytes of every plot. Raises ImportError without matplotlib.
 
@@ -502,7 +514,7 @@ def draw_plots(data: dict[str, Any]) -> dict[str, bytes]:
     hosts = data["hosts"][:HOSTS_SHOWN]
     fig = Figure(figsize=(8, max(2.5, 0.3 * len(hosts) + 1.2)), layout="constrained")
     ax = fig.subplots()
-    names = [h["host"] for h in hosts][::-1]
+    names = _host_labels([h["host"] for h in hosts])[::-1]
     left = [0] * len(names)
     for state, color in (("crawled", "C2"), ("failed", "C3"), ("refused", "C4"), ("pending", "C1"), ("alias", "C7")):
         values = [h.get(state, 0) for h in hosts][::-1]
