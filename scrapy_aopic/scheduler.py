@@ -377,6 +377,8 @@ class SharedCrawl:
             elif self.seeds_key and starved and self.feed_seeds():
                 starved = True
             if starved:
+                # A lease nothing holds any more frees its host's shared cap.
+                self.frontier.settle_unheld_leases()
                 self.frontier.probe.wake()
         except StoreStalled:
             pass  # the next tick probes

@@ -20,11 +20,19 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+#: ``aopic/failed/<reason>`` of a pending URL refused when it came up for
+#: fetching (the rule was learned after the link was accepted: a duplicate
+#: pattern, a closed soft-404 directory, robots.txt read late). Each is one
+#: distinct URL, never also counted under ``aopic/refused/``.
+REFUSED_AT_FETCH = ("aopic/failed/trap/", "aopic/failed/robots", "aopic/failed/duplicate_pattern")
+
+
 def refused_urls(stats: dict) -> tuple[int, int]:
     """``(refused, offsite)``: distinct URLs refused for any reason but
-    ``offsite``, and distinct offsite URLs (``aopic/refused/<reason>``)."""
+    ``offsite`` (``aopic/refused/<reason>``, and the refusals at fetch
+    time: :data:`REFUSED_AT_FETCH`), and distinct offsite URLs."""
     offsite = stats.get("aopic/refused/offsite", 0)
-    refused = sum(v for k, v in stats.items() if k.startswith("aopic/refused/")) - offsite
+    refused = sum(v for k, v in stats.items() if k.startswith(("aopic/refused/", *REFUSED_AT_FETCH))) - offsite
     return refused, offsite
 
 
@@ -85,7 +93,7 @@ class AopicLogStats:
         self._pages_before = pages
         refused, offsite = refused_urls(stats)
         traps = sum(v for k, v in stats.items() if k.startswith(("aopic/refused/trap/", "aopic/failed/trap/")))
-        robots = stats.get("aopic/refused/robots", 0)
+        robots = stats.get("aopic/refused/robots", 0) + stats.get("aopic/failed/robots", 0)
         duplicates = stats.get("aopic/duplicates/exact", 0) + stats.get("aopic/duplicates/near", 0)
         richest = frontier.store.peek()
         richest_text = f"{richest[0]} ({richest[1]:.4g})" if richest else "-"
@@ -100,5 +108,11 @@ class AopicLogStats:
     def log(self, spider: Spider) -> None:
         if self.frontier.engine is None:
             return
-        self.frontier.update_stats()
+        try:
+            self.frontier.update_stats()
+        except StoreStalled:
+            # Redis is not answering: the line says so, the gauges wait for
+            # the next tick (raising here would stop this looping call, and
+            # with it the live line, for the rest of the crawl).
+            pass
         logger.info(self.progress_line(), extra={"spider": spider})

@@ -49,7 +49,7 @@ from ..compat import create_looping_call
 from .. import signals as aopic_signals
 from ..frontier import Frontier
 from .logstats import refused_urls
-from ..store.base import ALIAS, STATE_NAMES
+from ..store.base import ALIAS, STATE_NAMES, StoreStalled
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -182,7 +182,17 @@ class AopicReport:
         self.task.start(self.interval, now=True)
 
     def sample(self, *, force_scan: bool = False) -> dict[str, Any] | None:
-        """Record the frontier's figures now (the top-k scan when it is due)."""
+        """Record the frontier's figures now (the top-k scan when it is due);
+        ``None`` when no sample is due, or when Redis is not answering: that
+        tick is skipped and counted (``aopic/report/samples_stalled``), as
+        raising would stop this looping call, and every later sample."""
+        try:
+            return self._sample(force_scan)
+        except StoreStalled:
+            self.crawler.stats.inc_value("aopic/report/samples_stalled")
+            return None
+
+    def _sample(self, force_scan: bool) -> dict[str, Any] | None:
         engine = self.frontier.engine
         if engine is None:
             return None
@@ -398,6 +408,18 @@ def write_report(directory: str | os.PathLike, data: dict[str, Any], stats: dict
 # -- plots ----------------------------------------------------------------------------------
 
 
+def _host_labels(hosts: list[str], width: int = 40) -> list[str]:
+    """Host names short enough to label a bar: a hostile site's 300-letter
+    host left the plot no room ("constrained_layout not applied" and a
+    squashed plot). The middle is cut; a cut label that another host
+    already has gets the host's rank, as equal labels would share a bar."""
+    labels: list[str] = []
+    for rank, host in enumerate(hosts, 1):
+        label = host if len(host) <= width else f"{host[: width // 2 - 1]}…{host[-(width // 2 - 1):]}"
+        labels.append(label if label not in labels else f"{label} #{rank}")
+    return labels
+
+
 def draw_plots(data: dict[str, Any]) -> dict[str, bytes]:
     """PNG bytes of every plot. Raises ImportError without matplotlib.
 
@@ -492,7 +514,7 @@ def draw_plots(data: dict[str, Any]) -> dict[str, bytes]:
     hosts = data["hosts"][:HOSTS_SHOWN]
     fig = Figure(figsize=(8, max(2.5, 0.3 * len(hosts) + 1.2)), layout="constrained")
     ax = fig.subplots()
-    names = [h["host"] for h in hosts][::-1]
+    names = _host_labels([h["host"] for h in hosts])[::-1]
     left = [0] * len(names)
     for state, color in (("crawled", "C2"), ("failed", "C3"), ("refused", "C4"), ("pending", "C1"), ("alias", "C7")):
         values = [h.get(state, 0) for h in hosts][::-1]

@@ -117,6 +117,8 @@ class Frontier:
     #: The last :meth:`next_request` found nothing to hand out here (the
     #: scheduler then polls: another worker may free a host or add links).
     starved = False
+    #: lease ids open while Scrapy held no request (:meth:`settle_unheld_leases`)
+    _unheld: frozenset[int] | None = None
 
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
@@ -1102,8 +1104,32 @@ class Frontier:
             return
         self.ledger.sweep()
         for lease in self.ledger.open_leases():
-            logger.warning("aopic: request for %s vanished; its cash goes to lambda", lease.url)
-            self.ledger.fail(lease, "vanished")
+            self.ledger.vanished(lease)
+
+    def settle_unheld_leases(self) -> int:
+        """Settle as vanished the leases whose requests nothing in Scrapy
+        holds any more, seen so at two calls in a row (a response between
+        the downloader and the scraper is in neither for a moment); returns
+        how many. For a shared crawl while it has nothing to hand out: such a
+        lease counts against its host's cap across workers, and the engine
+        never goes idle (URLs are pending), so without this a request lost
+        in a middleware (e.g. Scrapy's redirect middleware raising on
+        ``Location: javascript:...``) held its host for the lease timeout."""
+        ledger = self.ledger
+        if ledger is None or not len(ledger) or not self.probe.holds_no_request():
+            self._unheld = None
+            return 0
+        if ledger.gone:
+            ledger.sweep()
+        leases = ledger.open_leases()
+        seen = frozenset(lease.lease_id for lease in leases)
+        if seen != self._unheld:
+            self._unheld = seen or None
+            return 0
+        self._unheld = None
+        for lease in leases:
+            ledger.vanished(lease)
+        return len(leases)
 
     # -- figures ------------------------------------------------------------------
 

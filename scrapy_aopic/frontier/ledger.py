@@ -74,6 +74,7 @@ class Ledger:
         # One callback for every watch (a bound method made per request
         # would be one more object for the garbage collector to track).
         self._on_gone = self._request_gone
+        self._said_vanished = False
 
     # -- leases -------------------------------------------------------------------
 
@@ -102,11 +103,25 @@ class Ledger:
                 continue
             lease = Lease._make(fields)
             try:
-                settled += self.fail(lease, "vanished")
+                settled += self.vanished(lease)
             except StoreStalled:
                 self.gone = gone[i:] + self.gone  # swept again once the store answers
                 raise
-            logger.warning("aopic: request for %s vanished; its cash went to lambda", lease.url)
+        return settled
+
+    def vanished(self, lease: Lease) -> bool:
+        """Settle ``lease`` as ``vanished`` (cash to lambda). Said at
+        WARNING once: a site's redirect loops (Scrapy's redirect middleware
+        gives up by raising in ``process_response``) make many, and the
+        stat counts them all."""
+        settled = self.fail(lease, "vanished")
+        level = logging.DEBUG if self._said_vanished else logging.WARNING
+        self._said_vanished = True
+        logger.log(
+            level, "aopic: request for %s vanished without reaching a hook (e.g. a redirect loop that Scrapy's "
+            "redirect middleware gave up on); its cash went to lambda (stat aopic/failed/vanished; "
+            "said once, the others at DEBUG)", lease.url,
+        )
         return settled
 
     def lease_of(self, request: Request) -> Lease | None:

@@ -132,6 +132,18 @@ class DownloadProbe:
                 return True
         return False
 
+    def holds_no_request(self) -> bool:
+        """Whether Scrapy holds no request at all now: none in the
+        downloader (its middlewares and slot queues included) and none being
+        parsed: the engine's own idle test without its scheduler part.
+        ``False`` when there is no engine to look at."""
+        engine = getattr(self.crawler, "engine", None)
+        active = getattr(getattr(engine, "downloader", None), "active", None)
+        slot = getattr(getattr(engine, "scraper", None), "slot", None)
+        if active is None or slot is None or not hasattr(slot, "is_idle"):
+            return False
+        return not active and slot.is_idle()
+
     def downloader_middlewares(self) -> list[Any]:
         """The downloader middleware instances, outermost first."""
         manager = getattr(self._downloader, "middleware", None)

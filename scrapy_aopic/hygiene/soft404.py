@@ -271,8 +271,13 @@ def _tree_facts(url: str, root) -> tuple[str, frozenset[str]]:
     def sibling(href: str) -> str | None:
         """``urljoin(url, href)`` before its fragment when that is a
         sibling of the page (same :func:`parent_of`, or same
-        :func:`space_of`), else ``None``."""
-        target = urljoin(url, href).partition("#")[0]
+        :func:`space_of`), else ``None`` (also for an href that is no URL
+        at all, ``http://[::1/``: urljoin raises on it, and one such link
+        must not cost the page its answer)."""
+        try:
+            target = urljoin(url, href).partition("#")[0]
+        except ValueError:
+            return None
         if target == url:
             return None
         if parent_of(target) == base_parent or (base_space is not None and space_of(target) == base_space):

@@ -388,7 +388,7 @@ class JournaledStore(FrontierStore):
                     _REPLAY[op](store, *args)
                 except JobdirError:
                     raise
-                except (ValueError, KeyError, TypeError) as exc:
+                except (ValueError, KeyError, TypeError, IndexError) as exc:
                     self._corrupt_journal(path, number, exc, lines)
                     break
                 count += 1
@@ -442,7 +442,12 @@ class JournaledStore(FrontierStore):
         for path in self.directory.iterdir():
             if path.name.startswith(("snapshot.", "journal.")):
                 os.replace(path, aside / path.name)
-        logger.warning("aopic: %s\naopic: starting this JOBDIR afresh; the damaged files are in %s", error, aside)
+        # The error's own advice (run with AOPIC_JOBDIR_RECOVERY=...) is what
+        # this run did: said without it, and without a second "aopic:".
+        damage = str(error).removeprefix("aopic: ").replace(f" {WAY_OUT}", "")
+        nothing = "nothing could be salvaged; " if self.recovery == "salvage" else ""
+        logger.warning("aopic: %s\naopic: AOPIC_JOBDIR_RECOVERY=%s: %sstarting this JOBDIR afresh; the damaged "
+                       "files are in %s", damage, self.recovery, nothing, aside)
         self.replayed = 0
         return MemoryStore(lambda_targets), uuid.uuid4().hex, max(self._all_generations(aside), default=0)
 
@@ -702,25 +707,45 @@ def _current_lease(store: MemoryStore, url: str) -> int:
     raise KeyError(f"no open lease for {url}")
 
 
+def _amount(value: Any, what: str) -> float:
+    """A journaled number of cash: finite and not negative. JSON parsing
+    already refuses NaN and Infinity; this refuses the rest a damaged or
+    edited line can hold ("abc", -5, 1e308), before anything is changed."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e30:
+        raise ValueError(f"{what} {value!r} is not an amount of cash")
+    return float(value)
+
+
+def _replay_visit(s: MemoryStore, url: str, history: Any, visited_at: Any, credits: Any) -> bool:
+    """A visit entry, checked whole before it is applied (a line that failed
+    half-way would leave the books unbalanced): the links' credits are
+    amounts of cash that sum to at most what the page's lease held."""
+    lease_id = _current_lease(s, url)
+    _amount(history, "history")
+    if isinstance(visited_at, bool) or not isinstance(visited_at, (int, float)) or not math.isfinite(visited_at):
+        raise ValueError(f"visit time {visited_at!r} is not a number")
+    parsed = [Credit(_link(c[:4]), _amount(c[4], "credit")) for c in credits]
+    held = s.get(url).leased
+    paid = math.fsum(credit.amount for credit in parsed)
+    if paid > held * (1 + 1e-9) + 1e-12:
+        raise ValueError(f"credits {paid!r} exceed the {held!r} the lease on {url} held")
+    return s.settle_visit(url, lease_id, history, visited_at, parsed)
+
+
 # Replaying an entry applies the same change to the memory store. Lease ids
 # are not journaled: the replayed store hands out the same ids in the same
 # order, and a settle always refers to the URL's one open lease.
 _REPLAY: dict[str, Callable[..., object]] = {
-    "inject": lambda s, link, cash: s.inject(_link(link), cash),
+    "inject": lambda s, link, cash: s.inject(_link(link), _amount(cash, "seed cash")),
     "register": lambda s, link: s.register(_link(link)),
     "repend": lambda s, link: s.repend(_link(link)),
     "take": lambda s, url: s.take(url),
     "lambda": lambda s: s.visit_lambda(),
-    "visit": lambda s, url, history, visited_at, credits: s.settle_visit(
-        url,
-        _current_lease(s, url),
-        history,
-        visited_at,
-        [Credit(_link(c[:4]), c[4]) for c in credits],
-    ),
+    "visit": _replay_visit,
     "fail": lambda s, url, refuse: s.settle_failure(url, _current_lease(s, url), refuse=refuse),
     "transfer": lambda s, url, target: s.settle_transfer(url, _current_lease(s, url), _link(target)),
     "requeue": lambda s, url: s.settle_requeue(url, _current_lease(s, url)),
     "refuse": lambda s, url, host, depth: s.refuse(url, host, depth),
-    "revisit": lambda s, url, lambda_tax: s.revisit(url, lambda_tax),
+    "revisit": lambda s, url, lambda_tax: s.revisit(
+        url, None if lambda_tax is None else _amount(lambda_tax, "lambda tax")),
 }

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_aopic.store.base import Link
+from scrapy_aopic.store.base import Credit, Link
 from scrapy_aopic.store.journal import JobdirError, JobdirInUse, JournaledStore, load_jobdir
 from tests.integration.test_crawl import finish, start_crawl
 from tests.support.localsite import LocalSite
@@ -246,6 +246,43 @@ def test_a_non_finite_number_in_the_journal_is_a_corrupt_line(tmp_path, number, 
     assert not list((tmp_path / "aopic").glob("*.tmp"))
 
 
+@pytest.mark.parametrize("edit", [
+    lambda v: v.__setitem__(2, "abc"),            # history not a number: failed half-way through
+    lambda v: v[4][0].__setitem__(4, -5.0),       # a negative credit: an account below zero
+    lambda v: v[4][0].__setitem__(4, 1e308),      # finite, and cash out of nothing
+    lambda v: v[4][0].__setitem__(4, 1.5),        # more than the lease held
+    lambda v: v[4][0].__setitem__(4, True),
+    lambda v: v.__setitem__(4, [v[4][0][:3]]),   # a credit cut short (IndexError went through)
+], ids=["history-str", "negative", "huge", "more-than-held", "bool", "short-credit"])
+def test_a_visit_line_with_impossible_cash_is_a_corrupt_line(tmp_path, edit, caplog):
+    """A journal line is data to check, not to trust: a visit whose numbers
+    are not amounts of cash, or pay out more than the lease held, is a
+    corrupt line (nothing of it applied), not books silently broken (a
+    resumed crawl ended with 'cash conservation broken: error 0.1')."""
+    store = JournaledStore(tmp_path / "aopic")
+    store.inject(Link("http://a.example/", "a.example", 0), 1.0)
+    lease = store.pop(lambda host: True)
+    store.settle_visit(lease.url, lease.lease_id, 1.0, 1.0e9,
+                       [Credit(Link("http://a.example/x", "a.example", 1), 0.4)])
+    store._journal.close()
+    store._lock.release()
+    journal = files(tmp_path, "journal.*.jsonl")[0]
+    lines = journal.read_text().splitlines(keepends=True)
+    entry = json.loads(lines[-1])
+    assert entry[0] == "visit"
+    edit(entry)
+    lines[-1] = json.dumps(entry) + "\n"
+    journal.write_text("".join(lines))
+    with caplog.at_level(logging.ERROR):
+        again = JournaledStore(tmp_path / "aopic")
+    assert f"line {len(lines)}" in " ".join(r.getMessage() for r in caplog.records)
+    accounts, lambda_cash, in_flight, injected = again.recount()
+    assert injected == 1.0 and abs(accounts + lambda_cash + in_flight - injected) < 1e-12
+    assert not again.knows("http://a.example/x")  # the state before the line
+    assert all(view.cash >= 0 for view in again.iter_accounts()) and lambda_cash >= 0
+    again.close()
+
+
 # -- 7. the journal rolls over: resume time stays bounded ----------------------------------------
 
 
@@ -336,3 +373,22 @@ def test_killed_again_and_again_then_finished(tmp_path):
     assert stats["aopic/cash_injected_total"] == 1.0
     assert books(stats) <= 1e-9
     assert not list((jobdir / "aopic").glob("*.corrupt"))
+
+
+@pytest.mark.parametrize("mode", ["fresh", "salvage"])
+def test_recovery_afresh_says_what_it_did_not_what_to_run(tmp_path, mode, caplog):
+    """Starting afresh under AOPIC_JOBDIR_RECOVERY, the warning names the
+    damage and the mode, once prefixed, and does not tell the user to run
+    with the mode they ran with ('aopic: aopic: ... run it with -s
+    AOPIC_JOBDIR_RECOVERY=salvage' under salvage)."""
+    store = JournaledStore(tmp_path / "aopic")
+    store.inject(Link("http://a.example/", "a.example", 0), 1.0)
+    store.close()
+    (snapshot,) = files(tmp_path, "snapshot.*.jsonl")
+    snapshot.write_bytes(snapshot.read_bytes()[:40])  # the header cut off
+    with caplog.at_level(logging.WARNING):
+        again = JournaledStore(tmp_path / "aopic", recovery=mode)
+    (message,) = [r.getMessage() for r in caplog.records if "afresh" in r.getMessage()]
+    assert "is damaged" in message and f"AOPIC_JOBDIR_RECOVERY={mode}: " in message
+    assert "aopic: aopic:" not in message and "run it with" not in message
+    again.close()

@@ -88,6 +88,24 @@ def test_a_request_gone_without_a_hook_is_settled_when_it_is_collected():
     assert books_balanced(scheduler)
 
 
+
+def test_vanished_requests_are_said_once_and_all_counted(caplog):
+    """A site's redirect loops make many vanished requests: one WARNING,
+    the rest at DEBUG, every one counted."""
+    scheduler, crawler = make()
+    for host in "abcd":
+        scheduler.enqueue_request(seed(f"http://{host}.example/"))
+    with caplog.at_level(logging.DEBUG, logger="scrapy_aopic"):
+        for _ in range(3):
+            scheduler.next_request()  # each dropped on the floor
+        gc.collect()
+        scheduler.next_request()
+    said = [r for r in caplog.records if "vanished" in r.getMessage()]
+    assert crawler.stats.get_value("aopic/failed/vanished") == 3
+    assert [r.levelno for r in said] == [logging.WARNING, logging.DEBUG, logging.DEBUG], said
+    assert books_balanced(scheduler)
+
+
 # -- item 3: keys the frontier issues count only for their own request ----------
 
 

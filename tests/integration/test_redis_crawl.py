@@ -5,6 +5,7 @@ Redis, idle rules, and the faults (Redis killed, a worker killed)."""
 from __future__ import annotations
 
 import json
+import logging
 import pickle
 import subprocess
 import sys
@@ -717,3 +718,70 @@ def test_redis_stopped_longer_than_download_timeout_stalls_writes_not_downloads(
         store.close()
     finally:
         server.kill()
+
+
+def test_live_line_and_report_samples_outlive_a_redis_outage(tmp_path, caplog):
+    """The live line and the report's sampler run as looping calls: an
+    exception stops them for the rest of the crawl. With Redis killed mid-
+    crawl they say so (or skip the sample, counted) and go on when it is back
+    (a crawl's live line stopped for good at its first outage)."""
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_aopic.extensions.logstats import AopicLogStats
+    from scrapy_aopic.extensions.report import AopicReport
+    from scrapy_aopic.frontier import Frontier
+
+    server = _server_or_skip(tmp_path)
+    try:
+        crawler = get_crawler(FollowSpider, settings_dict={
+            "ADDONS": {"scrapy_aopic.Addon": 0}, **worker_settings(server.url),
+            "AOPIC_REPORT": str(tmp_path / "report"), "AOPIC_REDIS_RETRY_TIMEOUT": 60})
+        spider = FollowSpider()
+        frontier = Frontier.from_crawler(crawler)
+        frontier.open(spider)
+        frontier.store.fail_fast = True  # as in a crawl (the scheduler's tick probes)
+        logstats, report = AopicLogStats(crawler, 60.0), AopicReport.from_crawler(crawler)
+        report._started = time.monotonic()
+        assert report.sample(force_scan=True) is not None
+        server.kill()
+        with caplog.at_level(logging.INFO, logger="scrapy_aopic"):
+            logstats.log(spider)  # the store stalls during this call: must not raise
+            logstats.log(spider)
+            assert report.sample(force_scan=True) is None
+        lines = [r.getMessage() for r in caplog.records if r.name.endswith("logstats")]
+        assert len(lines) == 2 and all("Redis not answering" in line for line in lines), lines
+        assert crawler.stats.get_value("aopic/report/samples_stalled") == 1
+        server.start()
+        assert frontier.store.probe()
+        frontier.store.end_stall()
+        assert report.sample(force_scan=True) is not None
+        assert "pages visited" in logstats.progress_line()
+        frontier.store.clear()
+        frontier.store.close()
+    finally:
+        server.kill()
+
+
+def test_a_request_lost_in_a_middleware_does_not_hold_its_host(tmp_path, redis_url):
+    """A request that leaves the crawl without reaching any hook (a
+    middleware raising in process_response: Scrapy's redirect middleware on
+    a redirect to ``javascript:``) keeps its lease open, and with the shared
+    per-host cap (CONCURRENT_REQUESTS_PER_DOMAIN = 1, Scrapy's project
+    template) that lease held the host for the lease timeout: a real crawl
+    sat with 20,028 URLs pending and nothing fetched. Once nothing in Scrapy
+    holds a request, its lease is settled (vanished) and the host goes on."""
+    name = "lostlease"
+    settings = worker_settings(redis_url, CONCURRENT_REQUESTS_PER_DOMAIN=1, AOPIC_REDIS_HOST_CONCURRENCY=None,
+                               AOPIC_REDIS_LEASE_TIMEOUT=600.0,
+                               DOWNLOADER_MIDDLEWARES={"patternrun.BreakOnTheWayBack": 543})
+    with LocalSite(pages=30) as site:
+        (worker,), go = start_workers(tmp_path, name, settings, count=1, seeds=[site.base + "/p0"])
+        go.touch()
+        report = worker.finish(timeout=60)
+        hits = dict(site.hits)
+        reachable = site.reachable_pages()
+    assert {p: hits.get(p, 0) for p in reachable} == {p: 1 for p in reachable}
+    assert report["stats"].get("aopic/failed/vanished") == 1
+    store = frontier_of(redis_url, name)
+    assert_books_balance(store, [report])
+    store.close()

@@ -258,3 +258,26 @@ def test_disabled_without_report_or_jobdir():
 
     with pytest.raises(NotConfigured):
         AopicReport.from_crawler(get_crawler(Spider, {}))
+
+
+def test_hosts_plot_with_absurdly_long_host_names(tmp_path):
+    """A hostile site's hosts (300 letters, two alike but for the middle)
+    leave the hosts plot its room and their own bars: no matplotlib
+    warning ('constrained_layout not applied'), one label per host."""
+    import warnings
+
+    pytest.importorskip("matplotlib")
+    long = ["a." * 150 + "com", "a." * 150 + "org", "a." * 75 + "b." + "a." * 74 + "com", "x.example"]
+    samples = [{"t": t, "visits": t, "pending": 3, "known": 5 + t, "injected": 1.0, "lambda_cash": 0.1,
+                "lambda_visits": 0, "history_sum": 1.0 + t, "cash_to_links": 0.5, "cash_to_lambda_tax": 0.2,
+                "cash_to_lambda_failed": 0.0, "lambda_paid": 0.0, "refused": 0, "failed": 0, "in_flight": 0}
+               for t in range(3)]
+    hosts = [{"host": h, "known": 1, "crawled": 1, "failed": 0, "refused": 0, "pending": 0, "alias": 0}
+             for h in long]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        images = report_module.draw_plots({"samples": samples, "hosts": hosts, "top": []})
+    assert "hosts" in images
+    labels = report_module._host_labels(long)
+    assert len(set(labels)) == len(long) and max(map(len, labels)) <= 45
+    assert labels[-1] == "x.example"

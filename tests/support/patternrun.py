@@ -143,6 +143,18 @@ class Refuse:
         return response
 
 
+class BreakOnTheWayBack:
+    """A downloader middleware whose ``process_response`` raises for /p8,
+    as Scrapy's redirect middleware does on a ``Location: javascript:...``
+    (ValueError, "Missing scheme"): the request reaches no hook, and its
+    traceback keeps it alive in a reference cycle."""
+
+    def process_response(self, request, response, spider=None):
+        if request.url.endswith("/p8"):
+            raise ValueError(f"cannot follow {request.url}")
+        return response
+
+
 class FollowAll(_Base):
     """Follows every link (for DEPTH_LIMIT, CLOSESPIDER_*, AUTOTHROTTLE, JOBDIR)."""
 

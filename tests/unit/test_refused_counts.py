@@ -47,3 +47,20 @@ def test_live_line_shows_offsite_apart():
     frontier._count_refusal("robots", "http://a.example/private/")
     line = AopicLogStats(crawler, 60.0).progress_line()
     assert "URLs refused 2 (traps 1, robots 1), offsite 3" in line, line
+
+
+def test_live_line_counts_pending_urls_refused_at_fetch_time():
+    """A pending URL refused when it comes up (a duplicate pattern learned
+    after its link was accepted, robots.txt read late, a closed soft-404
+    directory) is a refused URL too: a crawl refused 19,986 URLs by a
+    learned pattern while its live line said "URLs refused 5"."""
+    crawler, frontier = _frontier()
+    frontier._count_refusal("robots", "http://a.example/private/")
+    stats = crawler.stats
+    stats.inc_value("aopic/failed/duplicate_pattern", 7)
+    stats.inc_value("aopic/failed/trap/soft404", 2)
+    stats.inc_value("aopic/failed/robots", 3)
+    stats.inc_value("aopic/failed/http_404", 5)  # a failure, not a refusal
+    assert refused_urls(stats.get_stats()) == (1 + 7 + 2 + 3, 0)
+    line = AopicLogStats(crawler, 60.0).progress_line()
+    assert "URLs refused 13 (traps 2, robots 4), offsite 0" in line, line

@@ -279,6 +279,17 @@ def test_page_facts_match_a_plain_walk(url):
         assert page_facts(url, html) == _reference_facts(url, html)
 
 
+def test_an_href_urljoin_refuses_is_no_sibling():
+    """``urljoin`` raises on an unclosed IPv6 literal or a bad port; a page
+    with such a link (a real crawl met one) still has its facts, and the
+    link is simply no sibling."""
+    html = ("<p>A page of plain text that is long enough to be read.</p>"
+            "<a href='http://[::1/'>v6</a><a href='http://h:99999x/'>port</a><a href='c.html'>c</a>")
+    assert page_facts("http://h/a/b.html", html) == (
+        page_facts("http://h/a/b.html", "<p>A page of plain text that is long enough to be read.</p>"
+                   "<a href='c.html'>c</a>")[0] + " v6 port", frozenset({"http://h/a/c.html"}))
+
+
 def test_xhtml_with_an_xml_declaration_has_facts():
     """DocBook's XHTML pages (the PostgreSQL manual) start with an XML
     declaration, which lxml refuses in a decoded string: they must still
