@@ -33,7 +33,10 @@ The detector learns from responses already fetched, no probe request:
   one that does not mint (none of its children linked to a fresh sibling),
   spares pages of an error shape (``spare_real_dirs``): pages of one template
   that differ only in their URL's words are real; unless the page that
-  linked one was of an error shape itself.
+  linked one was of an error shape itself. Such a directory's pages are
+  not even read while their host has no error shape
+  (:meth:`Soft404Detector.passes_unread`): they would pass whatever their
+  shape.
 
 Exact duplicates of a real page under other URLs are folded by the URL
 canonicalizer and the duplicate detector before they get here; a shape is

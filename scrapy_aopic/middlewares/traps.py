@@ -180,6 +180,11 @@ class Soft404Middleware:
     once; unless the page that linked it (its ``Referer``, set by Scrapy's
     ``RefererMiddleware``) was of an error shape too: a soft-404 space inside
     a real directory is then refused one hop after its entry.
+
+    A page that passes whatever its shape
+    (:meth:`~scrapy_aopic.hygiene.soft404.Soft404Detector.passes_unread`: a
+    directory of real pages, a host with no error shape yet) is not read:
+    counted ``aopic/trap/soft404_unread``, logged once.
     """
 
     #: URLs of pages of an error shape remembered (as fetched), to know
