@@ -314,4 +314,13 @@ def test_soft404_middleware_reads_no_page_that_passes_whatever_its_shape(monkeyp
     before = len(read)
     fetch("http://a.example/docs/p9.html", "<p>Page of the manual about omega and alpha, read again</p>")
     assert len(read) == before + 1 and crawler.stats.get_value("aopic/trap/soft404_unread") == 2
+    # Another host's settled directory: unread, unless linked by a page of an error shape.
+    for n in range(4):
+        fetch(f"http://b.example/docs/p{n}.html", f"<p>Page {' '.join(words[n:] + words[:n])} of the manual</p>")
+    before = len(read)
+    fetch("http://b.example/docs/p4.html", f"<p>Page {' '.join(words[4:] + words[:4])} of the manual</p>")
+    assert len(read) == before and crawler.stats.get_value("aopic/trap/soft404_unread") == 3
+    fetch("http://b.example/docs/p5.html", f"<p>Page {' '.join(words[5:] + words[:5])} of the manual</p>",
+          referer="http://a.example/old/x2.html")
+    assert len(read) == before + 1 and crawler.stats.get_value("aopic/trap/soft404_unread") == 3
     assert frontier.engine.conservation_error() <= 1e-12
