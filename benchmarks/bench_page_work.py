@@ -9,8 +9,12 @@ would and times, in CPU milliseconds per page, what the add-on does to it:
 
 * ``parse``: Scrapy's own parse (``response.selector``), for scale: the
   spider pays it with or without the add-on;
-* ``soft404``: the soft-404 detector's page facts and shape, as
-  ``Soft404Middleware`` reads them (after the parse above);
+* ``soft404``: the soft-404 detector's work on the page as
+  ``Soft404Middleware`` does it (after the parse above): its page facts
+  and shape, and the detector's verdict, shown the pages in turn; a page
+  the detector passes unread (``passes_unread``: its directory is settled
+  as real pages) costs nothing here (the pages read and refused are
+  printed);
 * ``visible``: the visible text for SimHash (``tree_text`` of that tree);
 * ``signature``: SimHash fingerprint and word-pair sketch of that text.
 
@@ -18,7 +22,8 @@ With ``--base CHECKOUT`` (e.g. ``git worktree add --detach /tmp/base main``)
 the same is measured with that checkout's code, each round running both in
 turn (separate processes, alternating order), and it says whether both
 computed exactly the same facts, shapes, texts and fingerprints on every
-page: a speed-up must not change a result.
+page (computed for the digest outside the timed parts, also for the pages
+not read): a speed-up must not change a result.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ def measure(root: str, limit: int) -> dict:
     from scrapy.http import HtmlResponse
 
     from scrapy_aopic.hygiene.simhash import Fingerprinter
-    from scrapy_aopic.hygiene.soft404 import page_facts, page_shape
+    from scrapy_aopic.hygiene.soft404 import Soft404Detector, page_facts, page_shape
     from scrapy_aopic.hygiene.visibletext import tree_text
     from scrapy_aopic.middlewares import traps
 
@@ -68,12 +73,18 @@ def measure(root: str, limit: int) -> dict:
     digest = hashlib.blake2b(digest_size=16)
     clock = time.process_time
     spent = dict.fromkeys(PARTS, 0.0)
+    detector = Soft404Detector()
+    # (main before issue 18's fourth pass reads every page)
+    passes_unread = getattr(detector, "passes_unread", lambda url: False)
+    verdicts = []
     for response in responses:
         start = clock()
         root_node = response.selector.root
         parsed = clock()
-        page = facts(response)
-        shape = page_shape(response.url, page[0])
+        if passes_unread(response.url):
+            verdicts.append(None)
+        else:
+            verdicts.append(detector.observe(response.url, *facts(response)))
         judged = clock()
         text = tree_text(root_node, max_chars=200_000)
         read = clock()
@@ -83,10 +94,14 @@ def measure(root: str, limit: int) -> dict:
         spent["soft404"] += judged - parsed
         spent["visible"] += read - judged
         spent["signature"] += signed - read
+        page = facts(response)  # (untimed: every page's facts and shape go into the digest)
+        shape = page_shape(response.url, page[0])
         digest.update(repr((page[0], sorted(page[1]), shape, text, signature.fingerprint,
                             signature.sketch.tolist(), signature.chars)).encode("utf-8", "surrogatepass"))  # fmt: skip
     return {"ms": {part: spent[part] / len(responses) * 1000 for part in PARTS},
-            "pages": len(responses), "digest": digest.hexdigest()}  # fmt: skip
+            "pages": len(responses), "digest": digest.hexdigest(),
+            "read": sum(verdict is not None for verdict in verdicts),
+            "soft404": sum(verdict is True for verdict in verdicts)}  # fmt: skip
 
 
 def run(tree: Path, root: str, limit: int) -> dict:
@@ -124,7 +139,8 @@ def main() -> None:
         for name, runs in results.items():
             ms = {part: statistics.median(r["ms"][part] for r in runs) for part in PARTS}
             print(f"  {name:6}" + "".join(f"{ms[part]:11.3f}" for part in PARTS)
-                  + f"{ms['soft404'] + ms['visible'] + ms['signature']:11.3f}")  # fmt: skip
+                  + f"{ms['soft404'] + ms['visible'] + ms['signature']:11.3f}"
+                  + f"   soft-404: {runs[0]['read']} pages read, {runs[0]['soft404']} refused")  # fmt: skip
         if "base" in results:
             same = {r["digest"] for runs in results.values() for r in runs}
             print(f"  same facts, shapes, texts and fingerprints as base on every page: {'yes' if len(same) == 1 else 'NO'}")

@@ -89,7 +89,9 @@ def crawl_order(root: Path, host: str, limit: int) -> list[tuple[str, Path]]:
 def replay(pages: list[tuple[str, str, frozenset]], setting: tuple[str, int, bool]) -> tuple[int, int, int]:
     """``(pages called soft 404, real pages in closed directories, directories closed)``."""
     detector = Soft404Detector(setting[1], spare_real_dirs=setting[2])
-    refused = sum(detector.observe(key, text, siblings) for key, text, siblings in pages)
+    # As Soft404Middleware: a page that passes whatever its shape is not read.
+    refused = sum(not detector.passes_unread(key) and detector.observe(key, text, siblings)
+                  for key, text, siblings in pages)
     closed = set(detector.closed)
     in_closed = sum(1 for key, _, _ in pages if parent_of(key) in closed)
     return refused, in_closed, len(closed)

@@ -33,7 +33,10 @@ The detector learns from responses already fetched, no probe request:
   one that does not mint (none of its children linked to a fresh sibling),
   spares pages of an error shape (``spare_real_dirs``): pages of one template
   that differ only in their URL's words are real; unless the page that
-  linked one was of an error shape itself.
+  linked one was of an error shape itself. Such a directory's pages are
+  not even read while their host has no error shape
+  (:meth:`Soft404Detector.passes_unread`): they would pass whatever their
+  shape.
 
 Exact duplicates of a real page under other URLs are folded by the URL
 canonicalizer and the duplicate detector before they get here; a shape is
@@ -363,6 +366,7 @@ class Soft404Detector:
         self.spare_real_dirs = spare_real_dirs
         self._shape_urls: dict[tuple[str, str], set[str]] = {}  # (host, shape) -> URLs (up to URLS_PER_SHAPE)
         self.error_shapes: set[tuple[str, str]] = set()  #: (host, shape) of soft 404s
+        self._error_hosts: set[str] = set()  # hosts of error_shapes
         # parent -> shapes of its children fetched (a count per shape); a
         # parent with many real children is kept as None (open for good).
         self._dirs: dict[str, Counter[tuple[str, str]] | None] = {}
@@ -399,6 +403,7 @@ class Soft404Detector:
                 urls.add(canonical)
             if len(urls) >= self.pages:
                 self.error_shapes.add(key)
+                self._error_hosts.add(key[0])
                 error = True
                 #: URLs that passed before their shape was known to be an
                 #: error shape (their links were followed); the middleware
@@ -434,6 +439,26 @@ class Soft404Detector:
         if error:
             self.counts["soft404"] += 1
         return error
+
+    def passes_unread(self, canonical: str, *, linked_by_soft404: bool | None = False) -> bool:
+        """Whether a page fetched with status 200 passes whatever its shape,
+        so that its page facts need not be read (:meth:`observe` is then not
+        called): its directory (and its wider one, :func:`space_of`) holds
+        :attr:`REAL_SHAPES` pages of distinct shapes, no error shape of its
+        host is known yet, and the page that linked it was not of an error
+        shape. :meth:`observe` would pass it too (a page of a shape that
+        becomes an error shape there is spared); what is not learned is its
+        shape's count: a soft-404 space inside a directory of real pages is
+        found only once its shape is learned elsewhere on the host (after
+        which every page of the host is read again)."""
+        if not self.pages or linked_by_soft404 or not self.spare_real_dirs:
+            return False
+        if self._dirs.get(parent_of(canonical), False) is not None:
+            return False
+        space = space_of(canonical)
+        if space is not None and self._dirs.get(space, False) is not None:
+            return False
+        return host_of(canonical) not in self._error_hosts
 
     def _mints(self, canonical: str) -> bool:
         """Whether a child of the directory of ``canonical`` (or of its

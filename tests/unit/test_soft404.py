@@ -504,3 +504,63 @@ def test_a_revisited_hub_is_one_child_not_two():
     for n in range(4):
         detector.observe("http://h/news/", text, frozenset(f"http://h/a{i}" for i in range(n + 2)))
     assert not detector.closed and not detector.error_shapes
+
+
+# -- pages that pass whatever their shape are not read (issue 18, item 4) ------
+
+
+def _real_doc_pages(directory: str, n: int) -> list[tuple[str, str]]:
+    return [(f"{directory}page{i}.html",
+             f"Chapter {i}: " + " ".join(f"topic{chr(97 + (i * 7 + k) % 26)}word{chr(97 + (i + k) % 26)}"
+                                          for k in range(12)))
+            for i in range(n)]
+
+
+def test_a_page_of_a_settled_directory_passes_unread_until_its_host_has_an_error_shape():
+    detector = Soft404Detector(3)
+    pages = _real_doc_pages("http://h/docs/", 6)
+    for url, text in pages[:3]:
+        assert not detector.passes_unread(url)  # three shapes: not settled
+        assert not detector.observe(url, text)
+    assert not detector.passes_unread(pages[3][0])
+    detector.observe(*pages[3])  # the fourth distinct shape settles /docs/
+    assert detector.passes_unread(pages[4][0]) and detector.passes_unread(pages[4][0], linked_by_soft404=None)
+    assert not detector.passes_unread(pages[4][0], linked_by_soft404=True)
+    assert not detector.passes_unread("http://h/other/page.html")  # another directory: read
+    assert not detector.passes_unread("http://h/docs/search?q=x")  # its own directory (q=): read
+    assert not Soft404Detector(3, spare_real_dirs=False).passes_unread(pages[4][0])
+    # The host learns an error shape elsewhere (a space): its pages are read again.
+    for n in range(3):
+        detector.observe(f"http://h/old/x{n}.html", NOT_FOUND, frozenset({f"http://h/old/y{n}.html"}))
+    assert detector.error_shapes
+    assert not detector.passes_unread(pages[5][0])
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_page_passed_unread_is_one_observe_would_pass(seed):
+    """The rule's claim, on the trap site's pages in random orders (real
+    articles, broken links answering "not found", every soft-404 space,
+    referers known or not): whenever a page would be passed unread, the
+    detector in that same state would have passed it after reading it."""
+    import copy
+
+    site = TrapSite(articles=200, soft404=SOFT404_VARIANTS)
+    rng = random.Random(seed)
+    real = sorted(site.real_pages())
+    paths = real + sorted(site.broken_link_paths())[:40]
+    paths += [site._soft404_url(variant, rng) for variant in SOFT404_VARIANTS for _ in range(6)]
+    rng.shuffle(paths)
+    detector = Soft404Detector(3)
+    unread = read = 0
+    for path in paths:
+        url = BASE + path
+        key = canonical_url(url)
+        linked = rng.choice([False, None, True])
+        facts = page_facts(url, site.respond("127.0.0.1", path, 8000).body.decode())
+        if detector.passes_unread(key, linked_by_soft404=linked):
+            unread += 1
+            assert not copy.deepcopy(detector).observe(key, *facts, linked_by_soft404=linked), path
+        else:
+            read += 1
+            detector.observe(key, *facts, linked_by_soft404=linked)
+    assert unread and read, (unread, read)

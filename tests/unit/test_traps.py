@@ -187,9 +187,9 @@ def test_trap_refusals_counted_at_both_points(trap_crawl):
     # One name per fact: no second counter of the same refusals (requests
     # the first-answer gate held are not refusals; pages spared,
     # aopic/trap/soft404_spared, passed: broken links of a section that
-    # mints nothing).
-    assert not [k for k in stats if k.startswith("aopic/trap/")
-                and not k.startswith("aopic/trap/soft404_gate_") and k != "aopic/trap/soft404_spared"]
+    # mints nothing; pages passed unread, aopic/trap/soft404_unread).
+    assert not [k for k in stats if k.startswith("aopic/trap/") and not k.startswith("aopic/trap/soft404_gate_")
+                and k not in ("aopic/trap/soft404_spared", "aopic/trap/soft404_unread")]
 
 
 def test_trapped_urls_hold_no_cash_and_books_balance(trap_crawl):
@@ -268,4 +268,59 @@ def test_normalize_keys_requests_and_moves_cash_of_a_changed_url():
     assert view.state == 5 and view.target == "http://b.example/known"  # ALIAS
     assert crawler.stats.get_value("aopic/normalize/aliased_known") == 1
     frontier.fail(leased, "test")
+    assert frontier.engine.conservation_error() <= 1e-12
+
+
+def test_soft404_middleware_reads_no_page_that_passes_whatever_its_shape(monkeypatch):
+    """Pages of a directory settled as real (four distinct shapes) on a host
+    with no error shape are not read for their soft-404 facts, counted
+    ``aopic/trap/soft404_unread``; a page linked by a page of an error shape,
+    and every page once the host has an error shape, is read again."""
+    from scrapy import Request
+    from scrapy.exceptions import IgnoreRequest
+    from scrapy.http import HtmlResponse
+
+    from scrapy_aopic.middlewares.traps import Soft404Middleware
+
+    crawler, frontier = _frontier()
+    mw = Soft404Middleware.from_crawler(crawler)
+    read = []
+    facts = Soft404Middleware._facts
+    monkeypatch.setattr(Soft404Middleware, "_facts", staticmethod(lambda response: read.append(response.url) or facts(response)))
+
+    def fetch(url: str, body: str, referer: str | None = None):
+        assert frontier.enqueue(Request(url, meta={"is_start_request": True}))
+        request = frontier.next_request()
+        if referer:
+            request.headers["Referer"] = referer
+        response = HtmlResponse(url, body=f"<html><body>{body}</body></html>".encode(), encoding="utf-8", request=request)
+        try:
+            return mw.process_response(request, response)
+        except IgnoreRequest:
+            return None
+        finally:
+            if frontier.lease_of(request) is not None:
+                frontier.fail(request, "test")
+
+    words = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega".split()
+    for n in range(6):
+        fetch(f"http://a.example/docs/p{n}.html", f"<p>Page {' '.join(words[n:] + words[:n])} of the manual</p>")
+    stats = crawler.stats.get_stats()
+    assert len(read) == 4 and stats["aopic/trap/soft404_unread"] == 2
+    # A "not found" space elsewhere on the host: its shape becomes an error shape.
+    not_found = "<p>Not found, sorry: the page you asked for is not here any more, try the index</p>"
+    answers = [fetch(f"http://a.example/old/x{n}.html", f"{not_found}<a href='y{n}.html'>more</a>") for n in range(3)]
+    assert answers[2] is None and mw.guard.soft404.error_shapes  # the third: refused
+    before = len(read)
+    fetch("http://a.example/docs/p9.html", "<p>Page of the manual about omega and alpha, read again</p>")
+    assert len(read) == before + 1 and crawler.stats.get_value("aopic/trap/soft404_unread") == 2
+    # Another host's settled directory: unread, unless linked by a page of an error shape.
+    for n in range(4):
+        fetch(f"http://b.example/docs/p{n}.html", f"<p>Page {' '.join(words[n:] + words[:n])} of the manual</p>")
+    before = len(read)
+    fetch("http://b.example/docs/p4.html", f"<p>Page {' '.join(words[4:] + words[:4])} of the manual</p>")
+    assert len(read) == before and crawler.stats.get_value("aopic/trap/soft404_unread") == 3
+    fetch("http://b.example/docs/p5.html", f"<p>Page {' '.join(words[5:] + words[:5])} of the manual</p>",
+          referer="http://a.example/old/x2.html")
+    assert len(read) == before + 1 and crawler.stats.get_value("aopic/trap/soft404_unread") == 3
     assert frontier.engine.conservation_error() <= 1e-12
