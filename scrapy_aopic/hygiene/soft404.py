@@ -348,6 +348,9 @@ class Soft404Detector:
     MAX_KEYS = 1 << 17
     #: URLs remembered per shape (enough to count to ``pages``).
     URLS_PER_SHAPE = 8
+    #: Sibling links remembered per directory (beyond, a link is taken for
+    #: fresh unless it is one of the first children answered).
+    MAX_MINTED = 64
 
     def __init__(self, pages: int = 3, spare_real_dirs: bool = True, dir_pages: int = 2):
         self.pages = pages
@@ -362,6 +365,8 @@ class Soft404Detector:
         # parent with many real children is kept as None (open for good).
         self._dirs: dict[str, Counter[tuple[str, str]] | None] = {}
         self._minted: dict[str, set[str]] = {}  # parent -> sibling links its children made
+        # parent -> shape -> its children of that shape that linked fresh siblings
+        self._shape_mints: dict[str, Counter[tuple[str, str]]] = {}
         self._children: dict[str, set[str]] = {}  # parent -> its first children answered
         self.closed: dict[str, None] = {}  #: soft-404 directories, in the order closed
         self._passed: list[str] = []
@@ -412,7 +417,7 @@ class Soft404Detector:
             self._learn_dir(space, key, canonical, siblings)
         if (error and self.spare_real_dirs and not linked_by_soft404
                 and (self._dirs.get(parent_of(canonical), False) is None
-                     or (linked_by_soft404 is not None and not self._mints(canonical)))):
+                     or (linked_by_soft404 is not None and not self._mints(canonical, key)))):
             # Its directory holds REAL_SHAPES pages of distinct shapes, or
             # none of its children linked to a fresh sibling: pages of one
             # template that differ only in their URL's words (API pages of
@@ -430,19 +435,29 @@ class Soft404Detector:
             self.counts["soft404"] += 1
         return error
 
-    def _mints(self, canonical: str) -> bool:
-        """Whether a child of the directory of ``canonical`` (or of its
-        wider directory, :func:`space_of`) linked to siblings no other child
-        had linked to, this page included: the directory mints its own URLs,
-        as every soft-404 space does. A closed directory has minted."""
+    def _mints(self, canonical: str, key: tuple[str, str]) -> bool:
+        """Whether the pages of shape ``key`` in the directory of
+        ``canonical`` (or in its wider directory, :func:`space_of`), this
+        page included, mint URLs: two or more of them, and most, linked to
+        siblings no other child had linked to, as every page of a soft-404
+        space does. A closed directory has minted.
+
+        Two and most, not one: a real directory's first page fetched (an
+        index, a page whose table of contents or sidebar lists its
+        siblings) links siblings nobody linked before, and the next ones
+        link the same (rust-doc's "no longer distributed" book pages, whose
+        table of contents lists the whole book; rustdoc's constants of one
+        template; junit's ``package-use.html``)."""
         for parent in (parent_of(canonical), space_of(canonical)):
             if parent is None:
                 continue
             if parent in self.closed:
                 return True
             shapes = self._dirs.get(parent)
-            if shapes and shapes[None]:
-                return True
+            if shapes:
+                minting = self._shape_mints.get(parent, {}).get(key, 0)
+                if minting >= 2 and minting * 2 > shapes[key]:
+                    return True
         return False
 
     def _learn_dir(self, parent: str, key: tuple[str, str], canonical: str, siblings=()) -> None:
@@ -457,6 +472,7 @@ class Soft404Detector:
             if len(self._dirs) >= self.MAX_KEYS:
                 self._dirs.clear()
                 self._minted.clear()
+                self._shape_mints.clear()
                 self._children.clear()
             shapes = self._dirs[parent] = Counter()
         children = self._children.setdefault(parent, set())
@@ -471,12 +487,15 @@ class Soft404Detector:
         # every page links the pages fetched before it: not fresh.
         minted = self._minted.setdefault(parent, set())
         if siblings:
-            fresh = siblings - minted
+            # (the children answered count as linked: past the memo's cap, a
+            # table of contents that filled it still links the first child)
+            fresh = siblings - minted - children
             if fresh:
                 shapes[None] += 1
-                if len(minted) < 64:
+                self._shape_mints.setdefault(parent, Counter())[key] += 1
+                if len(minted) < self.MAX_MINTED:
                     minted.update(fresh)
-        if len(minted) < 64:
+        if len(minted) < self.MAX_MINTED:
             minted.add(canonical)
         self._check_dir(parent, shapes)
 
@@ -494,6 +513,7 @@ class Soft404Detector:
         if real >= self.REAL_SHAPES:
             self._dirs[parent] = None
             self._minted.pop(parent, None)
+            self._shape_mints.pop(parent, None)
             self._children.pop(parent, None)
             return
         answered = sum(n for k, n in shapes.items() if k is not None)
@@ -514,6 +534,7 @@ class Soft404Detector:
         self.closed[parent] = None
         del self._dirs[parent]
         self._minted.pop(parent, None)
+        self._shape_mints.pop(parent, None)
         self._children.pop(parent, None)
 
     def directory_refuses(self, canonical: str) -> bool:
