@@ -493,3 +493,48 @@ def test_a_revisited_hub_is_one_child_not_two():
     for n in range(4):
         detector.observe("http://h/news/", text, frozenset(f"http://h/a{i}" for i in range(n + 2)))
     assert not detector.closed and not detector.error_shapes
+
+
+STUB = ("The Rust Programming Language. The first edition of the book is no longer distributed with Rust. "
+        "Please read the current edition instead.")
+
+
+def test_a_table_of_contents_longer_than_the_memo_does_not_close_its_directory():
+    """mdBook's moved pages (rust-doc's ``book/2018-edition``): one shape,
+    each page's table of contents listing the whole book (100 siblings,
+    more than the directory's memo of sibling links). The second page links
+    the first, which the memo no longer held: it looked fresh, and the
+    second-child rule closed the directory (103 real pages refused)."""
+    detector = Soft404Detector(3)
+    base = "http://h/book/2018-edition/"
+    toc = frozenset(f"{base}ch{n:02d}.html" for n in range(100))
+    results = [detector.observe(f"{base}ch{n:02d}.html", STUB, toc - {f"{base}ch{n:02d}.html"})
+               for n in (41, 7, 63, 12, 88)]
+    assert not detector.closed
+    assert detector.error_shapes and results == [False] * 5 and detector.counts["spared"] == 3
+
+
+@pytest.mark.parametrize("first_links", [2, 57])
+def test_one_page_linking_new_siblings_does_not_make_a_directory_mint(first_links):
+    """The first page of a directory fetched links siblings nobody linked
+    before (rustdoc's ``constant._PREFETCH_LOCALITY0`` its neighbour; a
+    moved book page its whole table of contents); the next pages of its
+    template link the same. One minting page is not a space: its pages of
+    an error shape pass. A space's pages each link fresh siblings: refused
+    from the third."""
+    detector = Soft404Detector(3)
+    base = "http://h/core/arch/aarch64/"
+    names = [f"constant.PREFETCH_{w}" for w in ("LOCALITYZERO", "LOCALITYONE", "LOCALITYTWO", "READ", "WRITE")]
+    text = "Constant core arch aarch64 prefetch the value of the hint given to the prefetch intrinsic"
+    extra = frozenset(f"{base}other{n}.html" for n in range(first_links - 1))
+    results = []
+    for n, name in enumerate(names):
+        # each links the index and its previous neighbour (the first: its next)
+        siblings = {f"{base}index.html", f"{base}{names[n - 1 if n else 1]}.html"}
+        if n == 0:
+            siblings |= extra
+        results.append(detector.observe(f"{base}{name}.html", text, frozenset(siblings)))
+    assert detector.error_shapes and results == [False] * 5 and detector.counts["spared"] == 3
+    space = [detector.observe(f"{base}q{n}.html", NOT_FOUND, frozenset({f"{base}r{n}.html", f"{base}s{n}.html"}))
+             for n in range(4)]
+    assert space == [False, False, True, True]
