@@ -104,12 +104,18 @@ MIN_SHAPE_WORDS = 8
 def page_shape(canonical: str, text: str) -> str | None:
     """The shape of a page: its ``text`` (:func:`shape_text`) without the
     URL's own tokens and without tokens holding a digit (ids, times,
-    counters), hashed (16 hex digits); ``None`` when fewer than
-    :data:`MIN_SHAPE_WORDS` words are left."""
+    counters), each word once (where it first occurs), hashed (16 hex
+    digits); ``None`` when fewer than :data:`MIN_SHAPE_WORDS` distinct words
+    are left.
+
+    Each word once: a soft 404 may echo its token a varying number of times
+    ("Nothing matches <token>." once per word of the query), which leaves
+    its sentence repeated as often, and every URL a shape of its own."""
     drop = url_tokens(canonical)
     joined = _ascii_shape_words(text, drop)
     if joined is None:
-        words = [w for w in (t.lower() for t in _TOKEN.findall(text)) if w not in drop and not _DIGIT.search(w)]
+        words = list(dict.fromkeys(w for w in (t.lower() for t in _TOKEN.findall(text))
+                                   if w not in drop and not _DIGIT.search(w)))
         if len(words) < MIN_SHAPE_WORDS:
             return None
         joined = " ".join(words).encode("utf-8", "surrogatepass")
@@ -154,6 +160,7 @@ def _ascii_shape_words(text: str, drop: set[str]) -> bytes | None:
         dropped = {w.encode("ascii") for w in drop if w.isascii()}
         if not dropped.isdisjoint(words):
             words = [w for w in words if w not in dropped]
+    words = list(dict.fromkeys(words))
     return b" ".join(words) if len(words) >= MIN_SHAPE_WORDS else b""
 
 

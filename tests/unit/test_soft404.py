@@ -203,6 +203,7 @@ def _reference_shape(canonical: str, text: str) -> str | None:
 
     drop = url_tokens(canonical)
     words = [w for w in (t.lower() for t in re.findall(r"[^\W_]+", text)) if w not in drop and not re.search(r"\d", w)]
+    words = [w for n, w in enumerate(words) if w not in words[:n]]  # each word once, where it first occurs
     if len(words) < MIN_SHAPE_WORDS:
         return None
     return hashlib.blake2b(" ".join(words).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
@@ -525,7 +526,7 @@ def test_one_page_linking_new_siblings_does_not_make_a_directory_mint(first_link
     detector = Soft404Detector(3)
     base = "http://h/core/arch/aarch64/"
     names = [f"constant.PREFETCH_{w}" for w in ("LOCALITYZERO", "LOCALITYONE", "LOCALITYTWO", "READ", "WRITE")]
-    text = "Constant core arch aarch64 prefetch the value of the hint given to the prefetch intrinsic"
+    text = "Constant: the value of the locality hint given to the prefetch intrinsic of this target feature"
     extra = frozenset(f"{base}other{n}.html" for n in range(first_links - 1))
     results = []
     for n, name in enumerate(names):
