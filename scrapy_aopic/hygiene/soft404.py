@@ -11,7 +11,7 @@ The detector learns from responses already fetched, no probe request:
 
 * **The shape of a page** is its visible text with every token that also
   occurs in its URL removed and digit runs folded (a "no results for
-  *xyz*" page echoes its token), hashed. Distinct pages have distinct text;
+  *xyz*" page echoes its token), each word once, hashed. Distinct pages have distinct text;
   a soft 404 answers the same whatever the URL.
 * **An error shape** is a shape that ``pages`` distinct URLs of one host
   answered. A response of an error shape is a soft 404 (rule
@@ -30,7 +30,8 @@ The detector learns from responses already fetched, no probe request:
   never closed. A URL with a query whose path ends in a name also counts
   under its wider directory (:func:`space_of`).
 * **A directory of real pages** (``REAL_SHAPES`` shapes of its own), or
-  one that does not mint (none of its children linked to a fresh sibling),
+  one where the page's shape does not mint (fewer than two, or at most
+  half, of its children of that shape linked to a fresh sibling),
   spares pages of an error shape (``spare_real_dirs``): pages of one template
   that differ only in their URL's words are real; unless the page that
   linked one was of an error shape itself.
@@ -426,7 +427,7 @@ class Soft404Detector:
                 and (self._dirs.get(parent_of(canonical), False) is None
                      or (linked_by_soft404 is not None and not self._mints(canonical, key)))):
             # Its directory holds REAL_SHAPES pages of distinct shapes, or
-            # none of its children linked to a fresh sibling: pages of one
+            # its pages of this shape do not mint (_mints): pages of one
             # template that differ only in their URL's words (API pages of
             # sibling functions, "no usage of <class>" pages, a generator's
             # pages in hashed directories of one or two pages each), not a
