@@ -156,12 +156,11 @@ def _ascii_shape_words(text: str, drop: set[str]) -> bytes | None:
                 word = _WORD_CHAR[char] = _TOKEN.match(char) is not None
             if word:
                 return None
-    words = list(filter(bytes.isalpha, data.translate(_ASCII_WORD_BYTES).split()))  # no digit
-    if drop:
-        dropped = {w.encode("ascii") for w in drop if w.isascii()}
-        if not dropped.isdisjoint(words):
-            words = [w for w in words if w not in dropped]
-    words = list(dict.fromkeys(words))
+    # each word once, in the order of first occurrence (a dict keeps it), no digit
+    words = dict.fromkeys(filter(bytes.isalpha, data.translate(_ASCII_WORD_BYTES).split()))
+    for word in drop:
+        if word.isascii():
+            words.pop(word.encode("ascii"), None)
     return b" ".join(words) if len(words) >= MIN_SHAPE_WORDS else b""
 
 
