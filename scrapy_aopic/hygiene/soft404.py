@@ -11,8 +11,8 @@ The detector learns from responses already fetched, no probe request:
 
 * **The shape of a page** is its visible text with every token that also
   occurs in its URL removed and digit runs folded (a "no results for
-  *xyz*" page echoes its token), each word once, hashed. Distinct pages have distinct text;
-  a soft 404 answers the same whatever the URL.
+  *xyz*" page echoes its token), each word once, hashed. Distinct pages
+  have distinct text; a soft 404 answers the same whatever the URL.
 * **An error shape** is a shape that ``pages`` distinct URLs of one host
   answered. A response of an error shape is a soft 404 (rule
   ``soft404``): refused like a 404, its links not followed, its cash to
@@ -355,8 +355,9 @@ class Soft404Detector:
     MAX_KEYS = 1 << 17
     #: URLs remembered per shape (enough to count to ``pages``).
     URLS_PER_SHAPE = 8
-    #: Sibling links remembered per directory (beyond, a link is taken for
-    #: fresh unless it is one of the first children answered).
+    #: Sibling links remembered per directory (beyond, a link the memo does
+    #: not hold counts as fresh, unless it is one of the first children
+    #: answered).
     MAX_MINTED = 64
 
     def __init__(self, pages: int = 3, spare_real_dirs: bool = True, dir_pages: int = 2):

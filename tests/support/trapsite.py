@@ -48,8 +48,8 @@ some articles, each answering 200 for any token with links to fresh ones:
   to forty reference numbers, two to nine "did you mean" links to fresh
   tokens).
 
-Two more variants of the older traps (issue 16, built after the rules they
-test, so as not to tune on one generator): ``event_days`` puts real events
+Two more variants of the older traps (issue 16, to check the rules on
+generators they were not written for): ``event_days`` puts real events
 (pages of their own text) on a share of the calendar's days of 2024 to
 2026, so the calendar holds real pages next to its endless empty months;
 ``farm_share`` is the share of articles linking the link farm (0.02 by

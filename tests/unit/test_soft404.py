@@ -539,3 +539,19 @@ def test_one_page_linking_new_siblings_does_not_make_a_directory_mint(first_link
     space = [detector.observe(f"{base}q{n}.html", NOT_FOUND, frozenset({f"{base}r{n}.html", f"{base}s{n}.html"}))
              for n in range(4)]
     assert space == [False, False, True, True]
+
+
+def test_trap_site_event_days_are_real_pages_and_farm_share_thins_the_farm():
+    """The trap site's variants of the older traps (bench_traps.py
+    --event-days, --farm-share): event days are real pages of their own
+    text in the calendar, not trap URLs; a lower farm share links the farm
+    from fewer articles, the rest of the site unchanged."""
+    site = TrapSite(articles=600, event_days=0.3)
+    events = site.event_pages()
+    assert 20 <= len(events) <= 60 and events <= site.real_pages()
+    day = sorted(events)[0]
+    reply = site.respond("127.0.0.1", day, 8000)
+    assert reply.kind == "real" and reply.page == day and not site.is_trap_url(BASE + day)
+    assert site.respond("127.0.0.1", "/events/2025/06/", 8000).kind == "trap:calendar"
+    sparse = TrapSite(articles=600, farm_share=0.002)
+    assert len(sparse.farm_links) < len(site.farm_links) and sparse.broken_links == site.broken_links
