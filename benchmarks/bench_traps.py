@@ -99,6 +99,9 @@ def main() -> None:
     parser.add_argument("--orders", default=",".join(ORDERS), help="comma-separated subset of " + ",".join(ORDERS))
     parser.add_argument("--per-host", default="8,16", help="CONCURRENT_REQUESTS_PER_DOMAIN values")
     parser.add_argument("--soft404", default="", help="comma-separated soft-404 variants to add (" + ",".join(SOFT404_VARIANTS) + ")")
+    parser.add_argument("--event-days", type=float, default=0.0,
+                        help="share of the calendar's days 3/14/25 of 2024-2026 holding a real event page (0: none)")
+    parser.add_argument("--farm-share", type=float, default=0.02, help="share of articles linking the link farm")
     parser.add_argument("--no-micro", action="store_true", help="skip the canonicalization timings")
     args = parser.parse_args()
     orders = {name: ORDERS[name] for name in args.orders.split(",")}
@@ -107,7 +110,8 @@ def main() -> None:
     if not args.no_micro:
         bench_canonical()
         print()
-    site_args = {"articles": args.articles, "soft404": variants}
+    site_args = {"articles": args.articles, "soft404": variants, "event_days": args.event_days,
+                 "farm_share": args.farm_share}
     site, clean = TrapSite(**site_args), TrapSite(args.articles, traps=False)
     real = site.real_pages()
     broken = site.broken_link_paths()
@@ -129,7 +133,8 @@ def main() -> None:
                 probe = site_args if name.startswith("aopic") else None
                 report = run_crawl([server.base + "/"], {**order, **common}, lambda_probe=probe)
                 secs = time.perf_counter() - start
-                fig = fetch_figures(server.take_log(), real, broken)
+                server_log = server.take_log()
+                fig = fetch_figures(server_log, real, broken)
                 if "accounts" in report:
                     fig["real_refused"] = len(real_refused(report, site, server.base))
                 reach = fig["real_reached"] / reference["real_reached"]
@@ -147,6 +152,10 @@ def main() -> None:
                     print(f"{'':<22}waste by kind: " + ", ".join(
                         f"{k[5:]} {v / fig['fetches']:.1%}" for k, v in kinds.items()))
                     print(f"{'':<22}real pages refused (link or fetch): {fig.get('real_refused', '-')}")
+                    events = site.event_pages()
+                    if events:
+                        served = {target for _, target, kind, _ in server_log if kind == "real"}
+                        print(f"{'':<22}calendar days with a real event reached: {len(events & served)} of {len(events)}")
                     print(f"{'':<22}refusals: {traps}")
                     print(f"{'':<22}conservation error {stats.get('aopic/conservation_error')}, "
                           f"private fetched {fig['private_fetches']}")

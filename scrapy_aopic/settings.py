@@ -416,12 +416,14 @@ define("AOPIC_TRAP_SOFT404_PAGES", 3, "hygiene", """
 define("AOPIC_TRAP_SOFT404_SPARE_REAL_DIRS", True, "hygiene", """
     Trap rule ``soft404``: a page of an error shape passes when its
     directory already holds pages of four distinct shapes of their own
-    (a directory of real pages), or when no page of its directory (nor of
-    its wider directory) linked to a fresh sibling (the directory mints no
-    URLs, as every soft-404 space does): pages of one template that differ
+    (a directory of real pages), or when fewer than two, or at most half,
+    of the pages of its shape in its directory (or in its wider directory)
+    linked to a fresh sibling (that shape mints no URLs there, as every
+    page of a soft-404 space does): pages of one template that differ
     only in their URL's words (rustdoc's sibling functions, Javadoc's "no
     usage of" pages, Doxygen's pages in hashed directories of one or two
-    pages each) are real pages, not soft 404s. Not when the page that linked it
+    pages each, a moved book's pages whose table of contents lists the
+    whole book) are real pages, not soft 404s. Not when the page that linked it
     (its ``Referer``) was of an error shape too: a soft-404 space inside a
     real directory stops one hop after its entry (with Scrapy's
     ``REFERER_ENABLED = False`` there is no such check, and a page without

@@ -11,8 +11,8 @@ The detector learns from responses already fetched, no probe request:
 
 * **The shape of a page** is its visible text with every token that also
   occurs in its URL removed and digit runs folded (a "no results for
-  *xyz*" page echoes its token), hashed. Distinct pages have distinct text;
-  a soft 404 answers the same whatever the URL.
+  *xyz*" page echoes its token), each word once, hashed. Distinct pages
+  have distinct text; a soft 404 answers the same whatever the URL.
 * **An error shape** is a shape that ``pages`` distinct URLs of one host
   answered. A response of an error shape is a soft 404 (rule
   ``soft404``): refused like a 404, its links not followed, its cash to
@@ -30,7 +30,8 @@ The detector learns from responses already fetched, no probe request:
   never closed. A URL with a query whose path ends in a name also counts
   under its wider directory (:func:`space_of`).
 * **A directory of real pages** (``REAL_SHAPES`` shapes of its own), or
-  one that does not mint (none of its children linked to a fresh sibling),
+  one where the page's shape does not mint (fewer than two, or at most
+  half, of its children of that shape linked to a fresh sibling),
   spares pages of an error shape (``spare_real_dirs``): pages of one template
   that differ only in their URL's words are real; unless the page that
   linked one was of an error shape itself. Such a directory's pages are
@@ -107,12 +108,18 @@ MIN_SHAPE_WORDS = 8
 def page_shape(canonical: str, text: str) -> str | None:
     """The shape of a page: its ``text`` (:func:`shape_text`) without the
     URL's own tokens and without tokens holding a digit (ids, times,
-    counters), hashed (16 hex digits); ``None`` when fewer than
-    :data:`MIN_SHAPE_WORDS` words are left."""
+    counters), each word once (where it first occurs), hashed (16 hex
+    digits); ``None`` when fewer than :data:`MIN_SHAPE_WORDS` distinct words
+    are left.
+
+    Each word once: a soft 404 may echo its token a varying number of times
+    ("Nothing matches <token>." once per word of the query), which leaves
+    its sentence repeated as often, and every URL a shape of its own."""
     drop = url_tokens(canonical)
     joined = _ascii_shape_words(text, drop)
     if joined is None:
-        words = [w for w in (t.lower() for t in _TOKEN.findall(text)) if w not in drop and not _DIGIT.search(w)]
+        words = list(dict.fromkeys(w for w in (t.lower() for t in _TOKEN.findall(text))
+                                   if w not in drop and not _DIGIT.search(w)))
         if len(words) < MIN_SHAPE_WORDS:
             return None
         joined = " ".join(words).encode("utf-8", "surrogatepass")
@@ -152,11 +159,11 @@ def _ascii_shape_words(text: str, drop: set[str]) -> bytes | None:
                 word = _WORD_CHAR[char] = _TOKEN.match(char) is not None
             if word:
                 return None
-    words = list(filter(bytes.isalpha, data.translate(_ASCII_WORD_BYTES).split()))  # no digit
-    if drop:
-        dropped = {w.encode("ascii") for w in drop if w.isascii()}
-        if not dropped.isdisjoint(words):
-            words = [w for w in words if w not in dropped]
+    # each word once, in the order of first occurrence (a dict keeps it), no digit
+    words = dict.fromkeys(filter(bytes.isalpha, data.translate(_ASCII_WORD_BYTES).split()))
+    for word in drop:
+        if word.isascii():
+            words.pop(word.encode("ascii"), None)
     return b" ".join(words) if len(words) >= MIN_SHAPE_WORDS else b""
 
 
@@ -356,6 +363,10 @@ class Soft404Detector:
     MAX_KEYS = 1 << 17
     #: URLs remembered per shape (enough to count to ``pages``).
     URLS_PER_SHAPE = 8
+    #: Sibling links remembered per directory (beyond, a link the memo does
+    #: not hold counts as fresh, unless it is one of the first children
+    #: answered).
+    MAX_MINTED = 64
 
     def __init__(self, pages: int = 3, spare_real_dirs: bool = True, dir_pages: int = 2):
         self.pages = pages
@@ -371,6 +382,8 @@ class Soft404Detector:
         # parent with many real children is kept as None (open for good).
         self._dirs: dict[str, Counter[tuple[str, str]] | None] = {}
         self._minted: dict[str, set[str]] = {}  # parent -> sibling links its children made
+        # parent -> shape -> its children of that shape that linked fresh siblings
+        self._shape_mints: dict[str, Counter[tuple[str, str]]] = {}
         self._children: dict[str, set[str]] = {}  # parent -> its first children answered
         self.closed: dict[str, None] = {}  #: soft-404 directories, in the order closed
         self._passed: list[str] = []
@@ -422,9 +435,9 @@ class Soft404Detector:
             self._learn_dir(space, key, canonical, siblings)
         if (error and self.spare_real_dirs and not linked_by_soft404
                 and (self._dirs.get(parent_of(canonical), False) is None
-                     or (linked_by_soft404 is not None and not self._mints(canonical)))):
+                     or (linked_by_soft404 is not None and not self._mints(canonical, key)))):
             # Its directory holds REAL_SHAPES pages of distinct shapes, or
-            # none of its children linked to a fresh sibling: pages of one
+            # its pages of this shape do not mint (_mints): pages of one
             # template that differ only in their URL's words (API pages of
             # sibling functions, "no usage of <class>" pages, a generator's
             # pages in hashed directories of one or two pages each), not a
@@ -460,19 +473,29 @@ class Soft404Detector:
             return False
         return host_of(canonical) not in self._error_hosts
 
-    def _mints(self, canonical: str) -> bool:
-        """Whether a child of the directory of ``canonical`` (or of its
-        wider directory, :func:`space_of`) linked to siblings no other child
-        had linked to, this page included: the directory mints its own URLs,
-        as every soft-404 space does. A closed directory has minted."""
+    def _mints(self, canonical: str, key: tuple[str, str]) -> bool:
+        """Whether the pages of shape ``key`` in the directory of
+        ``canonical`` (or in its wider directory, :func:`space_of`), this
+        page included, mint URLs: two or more of them, and most, linked to
+        siblings no other child had linked to, as every page of a soft-404
+        space does. A closed directory has minted.
+
+        Two and most, not one: a real directory's first page fetched (an
+        index, a page whose table of contents or sidebar lists its
+        siblings) links siblings nobody linked before, and the next ones
+        link the same (rust-doc's "no longer distributed" book pages, whose
+        table of contents lists the whole book; rustdoc's constants of one
+        template; junit's ``package-use.html``)."""
         for parent in (parent_of(canonical), space_of(canonical)):
             if parent is None:
                 continue
             if parent in self.closed:
                 return True
             shapes = self._dirs.get(parent)
-            if shapes and shapes[None]:
-                return True
+            if shapes:
+                minting = self._shape_mints.get(parent, {}).get(key, 0)
+                if minting >= 2 and minting * 2 > shapes[key]:
+                    return True
         return False
 
     def _learn_dir(self, parent: str, key: tuple[str, str], canonical: str, siblings=()) -> None:
@@ -487,6 +510,7 @@ class Soft404Detector:
             if len(self._dirs) >= self.MAX_KEYS:
                 self._dirs.clear()
                 self._minted.clear()
+                self._shape_mints.clear()
                 self._children.clear()
             shapes = self._dirs[parent] = Counter()
         children = self._children.setdefault(parent, set())
@@ -501,12 +525,15 @@ class Soft404Detector:
         # every page links the pages fetched before it: not fresh.
         minted = self._minted.setdefault(parent, set())
         if siblings:
-            fresh = siblings - minted
+            # (the children answered count as linked: past the memo's cap, a
+            # table of contents that filled it still links the first child)
+            fresh = siblings - minted - children
             if fresh:
                 shapes[None] += 1
-                if len(minted) < 64:
+                self._shape_mints.setdefault(parent, Counter())[key] += 1
+                if len(minted) < self.MAX_MINTED:
                     minted.update(fresh)
-        if len(minted) < 64:
+        if len(minted) < self.MAX_MINTED:
             minted.add(canonical)
         self._check_dir(parent, shapes)
 
@@ -524,6 +551,7 @@ class Soft404Detector:
         if real >= self.REAL_SHAPES:
             self._dirs[parent] = None
             self._minted.pop(parent, None)
+            self._shape_mints.pop(parent, None)
             self._children.pop(parent, None)
             return
         answered = sum(n for k, n in shapes.items() if k is not None)
@@ -544,6 +572,7 @@ class Soft404Detector:
         self.closed[parent] = None
         del self._dirs[parent]
         self._minted.pop(parent, None)
+        self._shape_mints.pop(parent, None)
         self._children.pop(parent, None)
 
     def directory_refuses(self, canonical: str) -> bool:

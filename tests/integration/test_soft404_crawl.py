@@ -55,7 +55,12 @@ def test_soft404_spaces_cost_under_two_percent(soft404_crawl):
     broken = fetch_figures(log, site.real_pages(), site.broken_link_paths())["broken_first"]
     extra = figures["by_kind"].get("trap:soft404", 0) - broken
     assert stats.get("aopic/refused/trap/soft404_link", 0) >= 1 or extra >= 5, (figures["by_kind"], broken)
-    assert stats["aopic/failed/trap/soft404"] >= 1
+    # The "not found" shape of broken links and the calendar days' shape are
+    # learned: a page of them is refused on arrival, or passes in a
+    # directory whose pages of that shape mint nothing (the calendar's
+    # third day page: refused before the "two and most" minting rule, the
+    # same fetches either way).
+    assert stats.get("aopic/failed/trap/soft404", 0) + stats.get("aopic/trap/soft404_spared", 0) >= 2
 
 
 def test_no_real_page_refused_and_books_balance(soft404_crawl):

@@ -43,6 +43,17 @@ some articles, each answering 200 for any token with links to fresh ones:
 * ``dates``: ``/archive/?day=<yyyy-mm-dd>``: "no posts on <date>" with the
   previous and next day and a random other date (a date space of another
   shape than the calendar's ``/yyyy/mm/``).
+* ``varylen``: ``/lookup/<hex>.html``: "nothing matches <token>" whose
+  length varies from URL to URL (the token echoed one to six times, zero
+  to forty reference numbers, two to nine "did you mean" links to fresh
+  tokens).
+
+Two more variants of the older traps (issue 16, to check the rules on
+generators they were not written for): ``event_days`` puts real events
+(pages of their own text) on a share of the calendar's days of 2024 to
+2026, so the calendar holds real pages next to its endless empty months;
+``farm_share`` is the share of articles linking the link farm (0.02 by
+default; 0.002 is a farm linked from few pages).
 """
 
 from __future__ import annotations
@@ -62,7 +73,7 @@ from typing import NamedTuple
 _WORDS = None
 
 #: Soft-404 spaces :class:`TrapSite` can add (``soft404=``).
-SOFT404_VARIANTS = ("words", "noresults", "query", "template", "pathquery", "dates")
+SOFT404_VARIANTS = ("words", "noresults", "query", "template", "pathquery", "dates", "varylen")
 
 
 def _vocabulary() -> list[str]:
@@ -95,6 +106,8 @@ class TrapSite:
         crawl_delay: float | None = None,
         soft404: tuple[str, ...] = (),
         api: tuple[int, int] = (0, 0),
+        event_days: float = 0.0,
+        farm_share: float = 0.02,
     ):
         unknown = set(soft404) - set(SOFT404_VARIANTS)
         if unknown:
@@ -106,6 +119,8 @@ class TrapSite:
         #: ``fn.vcopy_lane_s8`` .. ``_u64``): real pages of one shape.
         self.api = api
         self.articles = articles
+        #: share of the calendar's days 3, 14 and 25 of 2024-2026 with a real event page
+        self.event_days = event_days if traps else 0.0
         self.sections = sections
         self.per_listing = per_listing
         self.traps = traps
@@ -129,7 +144,7 @@ class TrapSite:
             pool.extend(links)
             pool.append(i)
         self.private = {i for i in range(articles) if rng.random() < 0.05}
-        self.farm_links = {i for i in range(articles) if rng.random() < 0.02} if traps else set()
+        self.farm_links = {i for i in range(articles) if rng.random() < farm_share} if traps else set()
         self.broken_links = {i for i in range(articles) if rng.random() < 0.03} if traps else set()
         self.tracking = {i for i in range(articles) if rng.random() < 0.1}
         self.shortlinks = {i for i in range(articles) if rng.random() < 0.05}
@@ -151,9 +166,19 @@ class TrapSite:
             pages.add(f"/s/{s}/")
             pages |= {f"/s/{s}/?page={p}" for p in range(2, self.listing_pages(s) + 1)}
         pages |= {self.article_path(i) for i in range(self.articles)}
+        pages |= self.event_pages()
         if sum(self.api):
             pages |= {"/api/index.html"} | {f"/api/fn.{self._api_name(n)}.html" for n in range(sum(self.api))}
         return pages
+
+    def _is_event(self, y: int, mo: int, d: int) -> bool:
+        return (self.event_days > 0 and 2024 <= y <= 2026 and d in (3, 14, 25)
+                and random.Random(f"event|{y}|{mo}|{d}").random() < self.event_days)
+
+    def event_pages(self) -> set[str]:
+        """The calendar's days with a real event (``event_days``)."""
+        return {f"/events/{y:04d}/{mo:02d}/{d:02d}/" for y in range(2024, 2027) for mo in range(1, 13)
+                for d in (3, 14, 25) if self._is_event(y, mo, d)}
 
     def _api_name(self, n: int) -> str:
         """Function ``n``'s name: words of the vocabulary (``distinct`` ones),
@@ -185,7 +210,7 @@ class TrapSite:
 
     #: Path prefixes of the trap spaces (their real entry pages aside).
     TRAP_PREFIXES = ("/events/", "/shop/", "/docs/help/", "/gallery/", "/wiki/", "/search/", "/catalog/", "/kb/", "/find/",
-                     "/archive/")
+                     "/archive/", "/lookup/")
 
     def is_trap_url(self, url: str) -> bool:
         """Whether ``url`` (absolute) lies in a trap: the link farm, or a trap
@@ -230,7 +255,7 @@ class TrapSite:
                        ("/docs/help/", "Help"), ("/gallery/?view=1", "Next photo")]
             footer += [(self._soft404_link(v, text_key), label) for v, label in
                        (("words", "Wiki"), ("noresults", "Search"), ("query", "Catalogue"), ("template", "Knowledge base"),
-                        ("pathquery", "Find"), ("dates", "Archive")) if v in self.soft404]
+                        ("pathquery", "Find"), ("dates", "Archive"), ("varylen", "Lookup")) if v in self.soft404]
         else:
             footer += [("/events/", "Events"), ("/shop/", "Shop"), ("/docs/help/", "Help"), ("/gallery/", "Gallery")]
         out += [f'<a href="{href}">{label}</a> ' for href, label in footer]
@@ -255,6 +280,8 @@ class TrapSite:
             return f"/kb/{rng.choice(vocab)}-{rng.choice(vocab)}.html"
         if variant == "pathquery":
             return f"/find/{rng.getrandbits(36):09x}?page={rng.randrange(1, 9)}"
+        if variant == "varylen":
+            return f"/lookup/{rng.getrandbits(40):010x}.html"
         if variant == "dates":
             return f"/archive/?day={rng.randrange(1990, 2030)}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}"
         return f"/catalog/?ref={rng.getrandbits(40):010x}&sort={rng.choice(vocab)}"
@@ -297,6 +324,14 @@ class TrapSite:
             except ValueError:
                 links = [(href, "Another day") for href in links]
             extra = f"<p>There are no posts on {day}. Choose another day.</p>"
+        elif variant == "varylen":
+            token = path[len("/lookup/"):-len(".html")]
+            title = f"Lookup {token}"
+            links += [self._soft404_url(variant, rng) for _ in range(rng.randint(0, 4))]
+            links = [(href, f"Did you mean {href[8:-5]}?") for href in links[:rng.randint(2, 9)]]
+            numbers = " ".join(str(rng.randrange(10**6)) for _ in range(rng.randint(0, 40)))
+            extra = (f"<p>{' '.join([f'Nothing matches {token}.'] * rng.randint(1, 6))}</p>"
+                     f"<p>Reference numbers: {numbers}</p><p>Try fewer words or check the spelling.</p>")
         else:
             title = "Catalogue"
             links = [(href, "Show more") for href in links]
@@ -362,6 +397,8 @@ class TrapSite:
             return self._soft404_space("template", path, query)
         if "pathquery" in self.soft404 and re.fullmatch(r"/find/[0-9a-f]+", path) and query:
             return self._soft404_space("pathquery", path, query)
+        if "varylen" in self.soft404 and re.fullmatch(r"/lookup/[0-9a-f]+\.html", path):
+            return self._soft404_space("varylen", path, query)
         if "dates" in self.soft404 and path == "/archive/" and query.startswith("day="):
             return self._soft404_space("dates", path, query)
         if path.startswith("/events/"):
@@ -418,6 +455,10 @@ class TrapSite:
         if not self.traps or not m:
             return self._missing(path)
         y, mo = int(m.group(1)), int(m.group(2))
+        if m.group(3) and self._is_event(y, mo, int(m.group(3))):
+            d = int(m.group(3))
+            links = [("/events/", "All events"), (f"/events/{y:04d}/{mo:02d}/", "This month")]
+            return self._html(self._page(f"Event of {y}-{mo:02d}-{d:02d}", links, f"event|{y}|{mo}|{d}"), "real", path)
         prev = (y, mo - 1) if mo > 1 else (y - 1, 12)
         nxt = (y, mo + 1) if mo < 12 else (y + 1, 1)
         links = [(f"/events/{prev[0]:04d}/{prev[1]:02d}/", "Previous month"), (f"/events/{nxt[0]:04d}/{nxt[1]:02d}/", "Next month")]

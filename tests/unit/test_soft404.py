@@ -203,6 +203,7 @@ def _reference_shape(canonical: str, text: str) -> str | None:
 
     drop = url_tokens(canonical)
     words = [w for w in (t.lower() for t in re.findall(r"[^\W_]+", text)) if w not in drop and not re.search(r"\d", w)]
+    words = [w for n, w in enumerate(words) if w not in words[:n]]  # each word once, where it first occurs
     if len(words) < MIN_SHAPE_WORDS:
         return None
     return hashlib.blake2b(" ".join(words).encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
@@ -550,6 +551,11 @@ def test_a_page_passed_unread_is_one_observe_would_pass(seed):
     paths = real + sorted(site.broken_link_paths())[:40]
     paths += [site._soft404_url(variant, rng) for variant in SOFT404_VARIANTS for _ in range(6)]
     rng.shuffle(paths)
+    # Some real pages first, so that directories settle before the host
+    # learns an error shape (after that nothing passes unread) in every order.
+    first = rng.sample(real, 60)
+    chosen = set(first)
+    paths = first + [path for path in paths if path not in chosen]
     detector = Soft404Detector(3)
     unread = read = 0
     for path in paths:
@@ -564,3 +570,64 @@ def test_a_page_passed_unread_is_one_observe_would_pass(seed):
             read += 1
             detector.observe(key, *facts, linked_by_soft404=linked)
     assert unread and read, (unread, read)
+
+
+STUB = ("The Rust Programming Language. The first edition of the book is no longer distributed with Rust. "
+        "Please read the current edition instead.")
+
+
+def test_a_table_of_contents_longer_than_the_memo_does_not_close_its_directory():
+    """mdBook's moved pages (rust-doc's ``book/2018-edition``): one shape,
+    each page's table of contents listing the whole book (100 siblings,
+    more than the directory's memo of sibling links). The second page links
+    the first, which the memo no longer held: it looked fresh, and the
+    second-child rule closed the directory (103 real pages refused)."""
+    detector = Soft404Detector(3)
+    base = "http://h/book/2018-edition/"
+    toc = frozenset(f"{base}ch{n:02d}.html" for n in range(100))
+    results = [detector.observe(f"{base}ch{n:02d}.html", STUB, toc - {f"{base}ch{n:02d}.html"})
+               for n in (41, 7, 63, 12, 88)]
+    assert not detector.closed
+    assert detector.error_shapes and results == [False] * 5 and detector.counts["spared"] == 3
+
+
+@pytest.mark.parametrize("first_links", [2, 57])
+def test_one_page_linking_new_siblings_does_not_make_a_directory_mint(first_links):
+    """The first page of a directory fetched links siblings nobody linked
+    before (rustdoc's ``constant._PREFETCH_LOCALITY0`` its neighbour; a
+    moved book page its whole table of contents); the next pages of its
+    template link the same. One minting page is not a space: its pages of
+    an error shape pass. A space's pages each link fresh siblings: refused
+    from the third."""
+    detector = Soft404Detector(3)
+    base = "http://h/core/arch/aarch64/"
+    names = [f"constant.PREFETCH_{w}" for w in ("LOCALITYZERO", "LOCALITYONE", "LOCALITYTWO", "READ", "WRITE")]
+    text = "Constant: the value of the locality hint given to the prefetch intrinsic of this target feature"
+    extra = frozenset(f"{base}other{n}.html" for n in range(first_links - 1))
+    results = []
+    for n, name in enumerate(names):
+        # each links the index and its previous neighbour (the first: its next)
+        siblings = {f"{base}index.html", f"{base}{names[n - 1 if n else 1]}.html"}
+        if n == 0:
+            siblings |= extra
+        results.append(detector.observe(f"{base}{name}.html", text, frozenset(siblings)))
+    assert detector.error_shapes and results == [False] * 5 and detector.counts["spared"] == 3
+    space = [detector.observe(f"{base}q{n}.html", NOT_FOUND, frozenset({f"{base}r{n}.html", f"{base}s{n}.html"}))
+             for n in range(4)]
+    assert space == [False, False, True, True]
+
+
+def test_trap_site_event_days_are_real_pages_and_farm_share_thins_the_farm():
+    """The trap site's variants of the older traps (bench_traps.py
+    --event-days, --farm-share): event days are real pages of their own
+    text in the calendar, not trap URLs; a lower farm share links the farm
+    from fewer articles, the rest of the site unchanged."""
+    site = TrapSite(articles=600, event_days=0.3)
+    events = site.event_pages()
+    assert 20 <= len(events) <= 60 and events <= site.real_pages()
+    day = sorted(events)[0]
+    reply = site.respond("127.0.0.1", day, 8000)
+    assert reply.kind == "real" and reply.page == day and not site.is_trap_url(BASE + day)
+    assert site.respond("127.0.0.1", "/events/2025/06/", 8000).kind == "trap:calendar"
+    sparse = TrapSite(articles=600, farm_share=0.002)
+    assert len(sparse.farm_links) < len(site.farm_links) and sparse.broken_links == site.broken_links
