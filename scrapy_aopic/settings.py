@@ -120,6 +120,25 @@ define("AOPIC_LINK_MEMORY", True, "core", """
     page: ~250 bytes for a page with 25 links), and the link URLs in
     ``JOBDIR`` snapshots. Supported by the memory backend (with or without
     ``JOBDIR``); ignored by backends without it.""")
+define("AOPIC_PRIORITY_HORIZON", 0.0, "core", """
+    Order pending URLs by *recent* inflow instead of accumulated cash, with
+    this horizon in fetches (``0``: by cash). Cash accumulates: a URL found
+    early keeps every credit it ever got, so in cash order the URLs found
+    first stay the richest. With a horizon ``tau`` each pending URL also
+    keeps a priority ``sum(credit * exp(t / tau))`` over the credits it
+    received (``t``: pages fetched when the credit came; kept as a
+    logarithm, so it never overflows), and the crawl fetches the highest
+    priority first. Lambda's dividends are left out of it (the same for
+    every pending URL). Cash and every move of it (the importance estimate,
+    lambda, virtual revisits, the books) are unchanged: only the order.
+    Every rule that compares pending URLs follows it
+    (``AOPIC_MIN_CASH_SHARE`` compares priorities, ``exp`` of their
+    difference; ``AOPIC_SPARE_WITHIN_BUDGET`` ranks by it). Memory backend
+    (with or without ``JOBDIR``: the priority is saved in snapshots, and a
+    snapshot without it, or saved under another horizon, is ordered from
+    its cash on resume, counted ``aopic/priority_fallback``); the Redis
+    backends keep the cash order and count ``aopic/priority_horizon_ignored``.
+    Measured in ``docs/benchmarks.rst`` (ordering).""")
 define("AOPIC_DIRECT_LANE_SHARE", 0.5, "core", """
     Largest share of the requests handed out that the direct lane may take
     while cash-ordered URLs are waiting too. The lane holds the requests a
