@@ -470,8 +470,7 @@ class MemoryStore(FrontierStore):
         p = table.add_pending(
             seq, cash, self._dividend, link.depth, link.host, request,
             -1 if request is None else self._referer_seq(request),
-            raise_priority(-math.inf, cash, self._clock()) if self._horizon and cash > 0
-            else -math.inf,
+            self._fresh_priority(cash) if self._horizon else -math.inf,
         )
         self._totals.known += 1
         self._totals.pending += 1
