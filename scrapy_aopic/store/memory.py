@@ -354,7 +354,12 @@ class MemoryStore(FrontierStore):
     def _push_row(self, p: int) -> None:
         """Push the entry of pending row ``p`` (as :meth:`_push` would the object)."""
         table = self._table
-        self._push_entry(heap_entry(self._row_key(p), table.p_seq[p]), table.hosts[table.p_host[p]])
+        if self._horizon:
+            key = -table.p_prio[p]
+        else:  # inline (not _row_key): this runs for every credit
+            cash, mark = table.p_cash[p], table.p_mark[p]
+            key = -cash / mark if self._by_cash else mark - cash
+        self._push_entry(heap_entry(key, table.p_seq[p]), table.hosts[table.p_host[p]])
 
     def _push_entry(self, entry: int, host: str) -> None:
         hq = self._hosts.get(host)
@@ -372,12 +377,21 @@ class MemoryStore(FrontierStore):
         seq = entry_seq(entry)
         table = self._table
         code = table.row_of[seq]
+        # Keys inline (not _row_key / _key): this runs for every entry a pop looks at.
         if code <= -2:  # a pending row
-            return heap_entry(self._row_key(-code - 2), seq) == entry
+            p = -code - 2
+            if self._horizon:
+                return heap_entry(-table.p_prio[p], seq) == entry
+            cash, mark = table.p_cash[p], table.p_mark[p]
+            return heap_entry(-cash / mark if self._by_cash else mark - cash, seq) == entry
         if code >= 0:  # crawled
             return False
         acc = self._accounts.get(table.url(seq))
-        return acc is not None and acc.state == PENDING and acc.seq == seq and heap_entry(self._key(acc), seq) == entry
+        if acc is None or acc.state != PENDING or acc.seq != seq:
+            return False
+        if self._horizon:
+            return heap_entry(-acc.prio, seq) == entry
+        return heap_entry(-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash, seq) == entry
 
     def _seq_cash(self, seq: int) -> float:
         """Effective cash of the pending account ``seq`` (row or object)."""
