@@ -42,7 +42,7 @@ memory, one virtual revisit per fetch, through :class:`EnginePolicy`):
    growing with the crawl past ``horizon / growth`` fetches; 0: fixed)::
 
     python benchmarks/bench_ordering_gap.py --diagnose none --taus none --no-lambda-rules \
-        --horizons 0,30,50,100,200,300 --targets pending,pending-cash
+        --horizons 0,30,50,100,200,300 --targets pending,pending-cash --growth 0
     python benchmarks/bench_ordering_gap.py --diagnose none --taus none --no-lambda-rules \
         --graphs synthetic-100k,synthetic-1M --horizons 0,100 --growth 0,0.05
 
@@ -354,7 +354,9 @@ def diagnose(graph, true_rank) -> None:
     print()
 
 
-def curves(graphs, taus, sweep: bool, lambda_rules: bool = True, horizons=(), targets=("pending",), growth=(None,)) -> None:
+def curves(
+    graphs, taus, sweep: bool, lambda_rules: bool = True, horizons=(), targets=("pending",), growth=(None,)
+) -> None:
     header = ["graph", "policy"] + [f"@{f:.0%}" for f in FRACTIONS] + ["CPU s"]
     rows = []
     for name in graphs:

@@ -722,8 +722,8 @@ class Frontier:
 
     def _within_budget(self, lease: Lease) -> bool:
         """Whether ``lease`` ranks among the first ``left`` pending URLs in
-        the store's order (by cash, or by priority: :attr:`Lease.order`), ``left`` being the pages ``CLOSESPIDER_PAGECOUNT`` still
-        allows (responses received and requests in flight deducted): in
+        the store's order (by cash, or by priority: ``Lease.order``),
+        ``left`` being the pages ``CLOSESPIDER_PAGECOUNT`` still allows (responses received and requests in flight deducted): in
         cash order nothing poorer is fetched before the budget runs out, so
         a free slot given to it spends a page of the budget on a URL the
         crawl would never reach (a link farm's pages, late in a crawl whose

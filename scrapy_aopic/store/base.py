@@ -317,14 +317,14 @@ class FrontierStore(ABC):
     def set_priority_horizon(self, horizon: float) -> None:
         """Order pending URLs by discounted inflow, ``horizon`` fetches
         (``AOPIC_PRIORITY_HORIZON``; 0: by cash). The priority of a pending
-        URL is ``log(sum(credit * exp(t / horizon)))`` over the credits it
-        received while pending, ``t`` being the store's visit count when it
-        arrived (:func:`raise_priority`); lambda's dividends are left out
-        (they add the same to every pending URL). Cash, and every move of
-        it, stays as it is: only the order changes. Accounts already
-        pending when the horizon changes are given ``log(cash) + t /
-        horizon`` (counted in :attr:`priority_fallbacks` when they had a
-        priority under another horizon)."""
+        URL is ``log(sum(credit * exp(priority_clock(t, horizon))))`` over
+        the credits it received while pending, ``t`` being the store's visit
+        count when it arrived (:func:`raise_priority`); lambda's dividends
+        are left out (they add the same to every pending URL). Cash, and
+        every move of it, stays as it is: only the order changes. Accounts
+        already pending when the horizon changes are given ``log(cash) +
+        priority_clock(t, horizon)`` (counted in :attr:`priority_fallbacks`
+        when they had a priority under another horizon)."""
         raise NotImplementedError(f"{type(self).__name__} has no priority order")
 
     # -- cash in ------------------------------------------------------------

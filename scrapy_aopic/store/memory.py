@@ -42,7 +42,9 @@ visit count then; :func:`~scrapy_aopic.store.base.raise_priority`), and the
 heap key is ``-priority`` instead of the cash key. A credit raises it (a new
 entry, as for cash); lambda's dividends do not (the same for every pending
 URL); a requeue keeps it (the lease's cash was the account's own); a
-re-pended account starts from ``log(cash) + t / tau``. Cash and every move
+re-pended account starts from its cash as if credited now. (Past ``20 *
+tau`` fetches the horizon grows with the crawl:
+:func:`~scrapy_aopic.store.base.priority_clock`.) Cash and every move
 of it are the same in both orders.
 
 Rows. A pending account that was never fetched is a row of flat columns
@@ -1026,7 +1028,7 @@ class MemoryStore(FrontierStore):
         when the snapshot was written with that horizon and the value reads
         back as a finite number (or none: no credit yet); otherwise (an
         older snapshot, another horizon, a corrupt value) it is given
-        ``log(cash) + visits / horizon`` and counted in
+        ``log(cash) + priority_clock(visits, horizon)`` and counted in
         :attr:`priority_fallbacks`."""
         store = cls(header["lambda_targets"])
         t = store._totals
