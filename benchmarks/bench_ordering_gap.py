@@ -35,6 +35,16 @@ memory, one virtual revisit per fetch, through :class:`EnginePolicy`):
    "pending-cash"``) and with a 0.1 lambda tax runs alongside: other lambda
    rules, no other order.
 5. With ``--revisit-sweep``: the engine with 1, 4, 16 virtual revisits per fetch.
+6. With ``--horizons``: the engine itself ordered by discounted inflow
+   (``AOPIC_PRIORITY_HORIZON``, built from the prototype) at each horizon,
+   under each lambda rule of ``--targets``, and with ``--growth`` each
+   value of :data:`~scrapy_aopic.store.base.PRIORITY_GROWTH` (the horizon
+   growing with the crawl past ``horizon / growth`` fetches; 0: fixed)::
+
+    python benchmarks/bench_ordering_gap.py --diagnose none --taus none --no-lambda-rules \
+        --horizons 0,30,50,100,200,300 --targets pending,pending-cash --growth 0
+    python benchmarks/bench_ordering_gap.py --diagnose none --taus none --no-lambda-rules \
+        --graphs synthetic-100k,synthetic-1M --horizons 0,100 --growth 0,0.05
 
 Needs numpy and scipy; rust-doc, python3-doc, postgresql-doc-15 from Debian
 (see ``bench_ordering.py``).
@@ -62,7 +72,10 @@ from scrapy_aopic.sim.pagerank import pagerank, pagerank_csr  # noqa: E402
 from scrapy_aopic.sim.policies import BatchPageRank, EnginePolicy, Policy  # noqa: E402
 from scrapy_aopic.sim.report import markdown_table  # noqa: E402
 from scrapy_aopic.sim.runner import FRACTIONS, budget_of, compare  # noqa: E402
+from scrapy_aopic.store import base  # noqa: E402
 from scrapy_aopic.store.base import CRAWLED, PENDING  # noqa: E402
+
+default_growth = base.PRIORITY_GROWTH
 
 PENDING_STATE, CRAWLED_STATE = 1, 2
 
@@ -341,7 +354,9 @@ def diagnose(graph, true_rank) -> None:
     print()
 
 
-def curves(graphs, taus, sweep: bool, lambda_rules: bool = True) -> None:
+def curves(
+    graphs, taus, sweep: bool, lambda_rules: bool = True, horizons=(), targets=("pending",), growth=(None,)
+) -> None:
     header = ["graph", "policy"] + [f"@{f:.0%}" for f in FRACTIONS] + ["CPU s"]
     rows = []
     for name in graphs:
@@ -350,18 +365,27 @@ def curves(graphs, taus, sweep: bool, lambda_rules: bool = True) -> None:
             continue
         graph.name = name
         true_rank = pagerank(graph)
-        policies: list[Policy] = [EnginePolicy(), BatchPageRank(0.01)]
+        policies: list[Policy] = [] if horizons else [EnginePolicy(), BatchPageRank(0.01)]
         if lambda_rules:  # lambda's dividend is most of pending cash: other ways to pay it
             policies += [EnginePolicy(lambda_targets="pending-cash"), EnginePolicy(lambda_tax=0.1)]
         policies += [DiscountedOpic(t) for t in taus]
         if sweep:
             policies += [EnginePolicy(max_revisits=4), EnginePolicy(max_revisits=16)]
-        for policy in policies:
+        runs = [(policy, None) for policy in policies]
+        for rule in targets:
+            for h in horizons:
+                for g in growth if h else (None,):
+                    runs.append((EnginePolicy(lambda_targets=rule, priority_horizon=h), g))
+        for policy, g in runs:
+            if g is not None:
+                base.PRIORITY_GROWTH = g  # read by priority_clock at every credit
             started = time.process_time()
             table = compare(graph, [policy], true_rank=true_rank, accuracy=False).table()
             seconds = time.process_time() - started
+            base.PRIORITY_GROWTH = default_growth
             row = table[1]
-            rows.append([name, row["policy"]] + [f"{100 * r:.1f}" for r in row["ratio"]] + [f"{seconds:.1f}"])
+            label = row["policy"] + ("" if g is None else f" growth={g:g}")
+            rows.append([name, label] + [f"{100 * r:.1f}" for r in row["ratio"]] + [f"{seconds:.1f}"])
             print("  ", " | ".join(rows[-1]), flush=True)
     print("\n## share of the ideal sort's PageRank (%), same run\n")
     print(markdown_table(header, rows))
@@ -373,6 +397,10 @@ def main() -> int:
     parser.add_argument("--graphs", default="rust-doc,python3-doc,postgresql-doc-15,synthetic-100k")
     parser.add_argument("--taus", default="30,100,300,inf", help="prototype's tau values, in fetches ('inf': no discount)")
     parser.add_argument("--revisit-sweep", action="store_true", help="also 4 and 16 revisits per fetch (slow)")
+    parser.add_argument("--no-lambda-rules", action="store_true", help="skip the engine's other lambda rules")
+    parser.add_argument("--horizons", default="", help="the engine with AOPIC_PRIORITY_HORIZON = each (0: cash order)")
+    parser.add_argument("--targets", default="pending", help="AOPIC_LAMBDA_TARGETS values for --horizons")
+    parser.add_argument("--growth", default="", help="PRIORITY_GROWTH values for --horizons (default: the shipped one)")
     args = parser.parse_args()
     if args.diagnose != "none":
         graph = load(args.diagnose)
@@ -380,7 +408,13 @@ def main() -> int:
         diagnose(graph, pagerank(graph))
     graphs = [g for g in args.graphs.split(",") if g and g != "none"]
     if graphs:
-        curves(graphs, [float(t) for t in args.taus.split(",")], args.revisit_sweep)
+        taus = [] if args.taus == "none" else [float(t) for t in args.taus.split(",")]
+        curves(
+            graphs, taus, args.revisit_sweep, not args.no_lambda_rules,
+            horizons=[float(h) for h in args.horizons.split(",") if h],
+            targets=args.targets.split(","),
+            growth=[float(g) for g in args.growth.split(",") if g] or [None],
+        )
     return 0
 
 

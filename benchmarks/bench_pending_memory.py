@@ -1,7 +1,7 @@
 """Where a pending URL's bytes go: ``tracemalloc`` by source line.
 
     python benchmarks/bench_pending_memory.py [--urls 100000] [--hosts 5000] [--top 15]
-        [--referer] [--trees . /path/to/other/checkout] [--no-scrapy]
+        [--referer] [--trees . /path/to/other/checkout] [--no-scrapy] [--set NAME=VALUE]
 
 Fills scrapy-aopic's scheduler (memory backend) through the public Scrapy
 API, as ``bench_scheduler.py`` does (``enqueue_request`` of N new links over
@@ -15,6 +15,9 @@ memory queues hold the ``Request`` objects themselves).
 link (link ``i`` names ``i // 10``, as a page's links name the page), as
 Scrapy's ``RefererMiddleware`` gives every followed link in a crawl; without
 it the links are bare requests.
+
+``--set NAME=VALUE``: a setting for every scrapy-aopic run (a checkout
+that does not know it warns and ignores it).
 
 ``--trees``: each checkout of scrapy-aopic runs in its own process, one
 after the other in the same run, so that a change is measured side by side
@@ -43,6 +46,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 sys.path.insert(0, str(HERE.parent))
 
+import bench_scheduler  # noqa: E402
 from bench_scheduler import _scheduler, _url  # noqa: E402
 
 ROOT = str(HERE.parents[1])
@@ -104,6 +108,8 @@ def main() -> None:
     parser.add_argument("--trees", nargs="+", default=[ROOT],
                         help="scrapy-aopic checkouts to compare, each in its own process")
     parser.add_argument("--no-scrapy", action="store_true", help="skip Scrapy's default scheduler")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for the scrapy-aopic runs")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -112,6 +118,7 @@ def main() -> None:
         sys.path.insert(0, args.code)  # before bench_scheduler's own tree
         import scrapy_aopic
 
+        bench_scheduler.EXTRA.update(item.split("=", 1) for item in args.set)
         by_line, by_file, total = measure(args.one, n, args.hosts, args.referer)
         print(json.dumps({"code": scrapy_aopic.__file__, "by_line": by_line, "by_file": by_file, "total": total}))
         return
@@ -121,7 +128,7 @@ def main() -> None:
     for kind, tree in runs:
         tree = str(Path(tree).resolve())
         command = [sys.executable, str(HERE), "--urls", str(n), "--hosts", str(args.hosts), "--one", kind,
-                   "--code", tree]
+                   "--code", tree] + [f"--set={item}" for item in args.set]
         out = subprocess.run(command + (["--referer"] if args.referer else []),
                              check=True, capture_output=True, text=True).stdout
         r = json.loads(out.strip().splitlines()[-1])

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_scheduler.py [--sizes 100000 1000000] [--hosts 5000] [--redis]
         [--commandstats] [--kinds scrapy-redis aopic-redis] [--rounds N] [--baseline DIR]
+        [--set AOPIC_PRIORITY_HORIZON=0]
 
 Each configuration runs in a fresh subprocess so that its resident memory is
 its own: Scrapy's default scheduler and scrapy-aopic's (memory backend), and
@@ -35,7 +36,8 @@ in that phase (``evalsha`` is the add-on's ``frontier.lua``; the commands a
 script runs are counted under their own names as well, so the lines do not
 add up). ``--baseline DIR`` adds ``aopic@base`` and ``aopic-redis@base``
 (those of ``--kinds`` that run): the memory or Redis backend of another
-checkout (``git archive <commit> | tar -x -C DIR``), run in the same
+checkout (its own defaults; ``--set NAME=VALUE`` applies to this
+checkout's runs only) (``git archive <commit> | tar -x -C DIR``), run in the same
 session, interleaved, ``--rounds`` times, for before / after ratios (a
 line ``aopic / aopic@base`` per size and round).
 """
@@ -67,10 +69,15 @@ def _rss() -> int:
     return psutil.Process().memory_info().rss
 
 
+#: ``--set`` settings of this run (a child of this checkout's code).
+EXTRA: dict[str, str] = {}
+
+
 def _settings(kind: str, redis_url: str | None) -> dict:
     settings = {"LOG_ENABLED": False}
     if kind.startswith("aopic"):
         settings["ADDONS"] = {"scrapy_aopic.Addon": 0}
+        settings.update(EXTRA)
     if kind == "aopic-redis":
         settings.update({
             "AOPIC_BACKEND": "redis", "REDIS_URL": redis_url, "SCHEDULER_FLUSH_ON_START": True,
@@ -271,10 +278,12 @@ def run_one(kind: str, size: int, hosts: int) -> dict:
 BASE = "@base"
 
 
-def _run_child(kind: str, size: int, hosts: int, baseline: str | None) -> dict:
+def _run_child(kind: str, size: int, hosts: int, baseline: str | None, extra: list[str]) -> dict:
     command = [sys.executable, __file__, "--one", kind.split("@")[0], str(size), str(hosts)]
     if kind.endswith(BASE):
         command += ["--code", baseline]
+    else:
+        command += [f"--set={item}" for item in extra]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     result = json.loads(out.strip().splitlines()[-1])
     if kind.endswith(BASE) and not Path(result["code"]).resolve().is_relative_to(Path(baseline).resolve()):
@@ -306,6 +315,8 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="DIR",
                         help="also run the Redis backend of the checkout in DIR (aopic-redis@base)")
     parser.add_argument("--rounds", type=int, default=1, help="repeat every size, interleaved")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting for this checkout's aopic runs (not the baseline's)")
     parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -313,6 +324,7 @@ def main() -> None:
         if args.code:
             sys.path.insert(0, str(Path(args.code).resolve()))
         kind, size, hosts = args.one
+        EXTRA.update(item.split("=", 1) for item in args.set)
         print(json.dumps(run_one(kind, int(size), int(hosts))))
         return
     print(f"scheduler benchmark: {args.hosts} hosts, drain timed on up to {DRAIN_SAMPLE} dequeues "
@@ -330,7 +342,7 @@ def main() -> None:
         for _ in range(args.rounds):
             rows = {}
             for kind in kinds:
-                rows[kind] = r = _run_child(kind, size, args.hosts, args.baseline)
+                rows[kind] = r = _run_child(kind, size, args.hosts, args.baseline, args.set)
                 print(f"{size:>9} {kind:<12} {r['enqueue_us']:>11.1f} {r['dequeue_us']:>9.1f} "
                       f"{r['bytes_per_url']:>14.0f} {r['page_us']:>19.1f}", flush=True)
                 if args.commandstats:

@@ -106,6 +106,14 @@ class AopicEngine:
         forget links (no memory cost).
     :param max_revisits: at most this many virtual revisits per
         :meth:`upkeep` (one per pop keeps the cost per fetch bounded).
+    :param priority_horizon: order pending URLs by discounted inflow with
+        this horizon in fetches instead of by cash (``AOPIC_PRIORITY_HORIZON``;
+        0: by cash). Needs a store with ``supports_priority``, otherwise it
+        stays off (see :attr:`priority_horizon`). Every comparison of pending
+        URLs follows the store's order: the greedy pick, lambda's rule and
+        the virtual-revisit rule compare against the *first* pending URL's
+        cash (:meth:`FrontierStore.peek`), which with a horizon is the one
+        with the highest priority. Cash moves exactly as without it.
     """
 
     def __init__(
@@ -118,6 +126,7 @@ class AopicEngine:
         clock: Callable[[], float] = time.time,
         link_memory: bool = False,
         max_revisits: int = 1,
+        priority_horizon: float = 0.0,
     ):
         if lambda_tax is not None and not 0.0 <= lambda_tax <= 1.0:
             raise ValueError(f"AOPIC_LAMBDA_TAX must be in [0, 1] or None, got {lambda_tax!r}")
@@ -130,6 +139,8 @@ class AopicEngine:
         self.history_window = history_window
         self.seed_cash = seed_cash
         self.clock = clock
+        if not 0.0 <= priority_horizon < math.inf:
+            raise ValueError(f"AOPIC_PRIORITY_HORIZON must be a number of fetches >= 0, got {priority_horizon!r}")
         if max_revisits < 0:
             raise ValueError(f"max_revisits must be >= 0, got {max_revisits!r}")
         supported = getattr(store, "supports_link_memory", False)
@@ -138,6 +149,12 @@ class AopicEngine:
         self.max_revisits = max_revisits
         if supported:
             store.keep_links(self.link_memory)
+        ordered = getattr(store, "supports_priority", False)
+        #: The horizon in force (0.0: cash order, also when the store cannot
+        #: order by priority: the caller says so, see the frontier).
+        self.priority_horizon = float(priority_horizon) if ordered else 0.0
+        if ordered:
+            store.set_priority_horizon(self.priority_horizon)
 
     # -- cash in ------------------------------------------------------------
 
@@ -153,8 +170,9 @@ class AopicEngine:
     # -- selection ----------------------------------------------------------
 
     def visit_lambda_if_due(self) -> float:
-        """Visit lambda when it is at least as rich as the richest pending
-        URL, or when nothing else is pending (``docs/concepts.rst``); returns the payout."""
+        """Visit lambda when it is at least as rich as the first pending
+        URL (the richest, or the one with the highest priority), or when
+        nothing else is pending (``docs/concepts.rst``); returns the payout."""
         lambda_cash = self.store.totals().lambda_cash
         if lambda_cash <= 0:
             return 0.0
@@ -165,7 +183,8 @@ class AopicEngine:
 
     def revisit_if_due(self) -> bool:
         """One virtual revisit, if due: when the richest crawled page (with
-        remembered links) holds more cash than the richest pending URL, its
+        remembered links) holds more cash than the first pending URL (the
+        richest, or the one with the highest priority), its
         cash moves on along its links as a visit would pass it, without a
         fetch (``store.revisit``). Returns whether one was done."""
         if not self.link_memory:
@@ -196,8 +215,8 @@ class AopicEngine:
         return Upkeep(lambda_visits, paid, revisits)
 
     def next(self, ready: Callable[[str], bool] = _always_ready) -> Lease | None:
-        """Lease the richest pending URL among hosts that are ``ready``
-        (after :meth:`upkeep`)."""
+        """Lease the first pending URL (richest, or highest priority) among
+        hosts that are ``ready`` (after :meth:`upkeep`)."""
         self.upkeep()
         return self.store.pop(ready)
 

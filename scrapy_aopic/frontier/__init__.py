@@ -132,6 +132,7 @@ class Frontier:
         #: pages due for a revisit (the re-crawl planner registers itself)
         self.recrawl: RevisitSource | None = None
         self.link_memory = aopic_settings.get_bool(settings, "AOPIC_LINK_MEMORY")
+        self.priority_horizon = aopic_settings.get_float(settings, "AOPIC_PRIORITY_HORIZON")
         self.backend = aopic_settings.get(settings, "AOPIC_BACKEND")
         self.export_path = aopic_settings.get(settings, "AOPIC_EXPORT_IMPORTANCE")
         self.journal_sync = aopic_settings.get_bool(settings, "AOPIC_JOURNAL_SYNC")
@@ -149,7 +150,7 @@ class Frontier:
         # must be among the pages the budget can still pay for.
         self.spare_within_budget = aopic_settings.get_bool(settings, "AOPIC_SPARE_WITHIN_BUDGET")
         self.page_budget = settings.getint("CLOSESPIDER_PAGECOUNT", 0) if self.spare_within_budget else 0
-        self._budget_cut: tuple[int, int, float] | None = None  # (pages left, uses, cash) last computed
+        self._budget_cut: tuple[int, int, float] | None = None  # (pages left, uses, order) last computed
         self.duplicate_links = _duplicate_links_mode(aopic_settings.get(settings, "AOPIC_DUPLICATE_FOLLOW_LINKS"))
         self.lane_share = aopic_settings.get_float(settings, "AOPIC_DIRECT_LANE_SHARE")
         if not 0.0 <= self.lane_share <= 1.0:
@@ -173,7 +174,8 @@ class Frontier:
             )
         # Validate early: a bad setting should stop the crawl before it starts.
         AopicEngine(MemoryStore(self.lambda_targets), lambda_tax=self.lambda_tax,
-                    history_window=self.history_window, seed_cash=self.seed_cash)
+                    history_window=self.history_window, seed_cash=self.seed_cash,
+                    priority_horizon=self.priority_horizon)
         self.link_filters = LinkFilterChain()
         self._refused_keys: set[int] = set()  # hashes of refused canonical URLs
         self.canonicalize: Callable[[str], str | None] = build_canonicalizer(settings)
@@ -234,7 +236,15 @@ class Frontier:
             history_window=self.history_window,
             seed_cash=self.seed_cash,
             link_memory=self.link_memory,
+            priority_horizon=self.priority_horizon,
         )
+        if self.engine.priority_horizon != self.priority_horizon:
+            # A store that cannot order by priority (Redis) keeps the cash order.
+            self.stats.set_value("aopic/priority_horizon_ignored", 1)
+            logger.warning("aopic: AOPIC_PRIORITY_HORIZON=%g is not available with the %s backend: "
+                           "pending URLs stay in cash order", self.priority_horizon, self.backend)
+        if self.store.priority_fallbacks:  # logged by the store that found them
+            self.stats.set_value("aopic/priority_fallback", self.store.priority_fallbacks)
         self.ledger = Ledger(self.engine, self.stats)
         self.probe.attach()
         offsite = OffsiteLinkFilter.for_middlewares(self.probe.downloader_middlewares(), spider)
@@ -264,8 +274,9 @@ class Frontier:
                 return JournaledStore(
                     Path(self.jobdir, "aopic"), self.lambda_targets, sync=self.journal_sync,
                     roll_entries=self.journal_roll, recovery=self.jobdir_recovery,
+                    priority_horizon=self.priority_horizon,
                 )
-            return MemoryStore(self.lambda_targets)
+            return MemoryStore(self.lambda_targets, priority_horizon=self.priority_horizon)
         if self.backend == "redis":
             from ..store.redis import RedisStore
 
@@ -712,9 +723,9 @@ class Frontier:
     BUDGET_RANKS = 4096
 
     def _within_budget(self, lease: Lease) -> bool:
-        """Whether ``lease``'s cash ranks among the richest ``left`` pending
-        URLs, ``left`` being the pages ``CLOSESPIDER_PAGECOUNT`` still
-        allows (responses received and requests in flight deducted): in
+        """Whether ``lease`` ranks among the first ``left`` pending URLs in
+        the store's order (by cash, or by priority: ``Lease.order``),
+        ``left`` being the pages ``CLOSESPIDER_PAGECOUNT`` still allows (responses received and requests in flight deducted): in
         cash order nothing poorer is fetched before the budget runs out, so
         a free slot given to it spends a page of the budget on a URL the
         crawl would never reach (a link farm's pages, late in a crawl whose
@@ -725,9 +736,9 @@ class Frontier:
         left = self.page_budget - received - len(self.ledger)
         if left > self.BUDGET_RANKS or 0 < left and self.store.pending_count() < left:
             return True
-        top = self.store.peek()
-        if top is None or lease.cash >= top[1]:
-            return True  # the richest URL: what the budget buys next (as ever, also past its end)
+        top = self.store.order_at_rank(1)
+        if top is None or lease.order is None or lease.order >= top:
+            return True  # the first URL: what the budget buys next (as ever, also past its end)
         if left <= 0:
             # The budget is spent once what is in flight comes back (the
             # spider is closing): a free slot below the richest would only
@@ -735,12 +746,12 @@ class Frontier:
             return False
         cut = self._budget_cut
         if cut is None or cut[1] >= 16 or abs(cut[0] - left) > max(1, left // 32):
-            cash = self.store.cash_at_rank(left)
-            if cash is None:
+            order = self.store.order_at_rank(left)
+            if order is None:
                 return True  # (a store that cannot rank: the memory stores can)
-            cut = (left, 0, cash)
+            cut = (left, 0, order)
         self._budget_cut = (cut[0], cut[1] + 1, cut[2])
-        return lease.cash >= cut[2]
+        return lease.order >= cut[2]
 
     def _min_share(self) -> float:
         """The min-share rule now: ``AOPIC_MIN_CASH_SHARE`` while waiting

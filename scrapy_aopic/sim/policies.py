@@ -357,6 +357,8 @@ class EnginePolicy(Policy):
         (``AOPIC_LINK_MEMORY``, on by default as in a crawl); variants with it
         off are named ``... no-link-memory``.
     :param max_revisits: virtual revisits per fetch at most.
+    :param priority_horizon: ``AOPIC_PRIORITY_HORIZON`` in fetches (0: cash
+        order); ``None``: the shipped default.
 
     On graphs with trap labels it also measures where lambda's cash goes:
     :attr:`lambda_log` holds ``(fetches, paid, paid_to_traps)`` (running
@@ -377,7 +379,13 @@ class EnginePolicy(Policy):
         history_window: float | None = None,
         link_memory: bool = True,
         max_revisits: int = 1,
+        priority_horizon: float | None = None,
     ):
+        if priority_horizon is None:
+            from ..settings import DEFAULTS
+
+            priority_horizon = float(DEFAULTS["AOPIC_PRIORITY_HORIZON"])
+        self.priority_horizon = priority_horizon
         self.lambda_targets = lambda_targets
         self.lambda_tax = lambda_tax
         self.history_window = history_window
@@ -394,6 +402,8 @@ class EnginePolicy(Policy):
                 name += " no-link-memory"
             elif max_revisits != 1:
                 name += f" revisits={max_revisits}"
+            if priority_horizon:
+                name += f" horizon={priority_horizon:g}"
         self.name = name
 
     def start(self, graph, seeds, rng):
@@ -414,6 +424,7 @@ class EnginePolicy(Policy):
             clock=self._clock,
             link_memory=self.link_memory,
             max_revisits=self.max_revisits,
+            priority_horizon=self.priority_horizon,
         )
         self.host = graph.host.tolist()
         self.host_names = graph.host_names

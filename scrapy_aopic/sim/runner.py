@@ -192,6 +192,9 @@ def default_policies(true_rank: np.ndarray, *, quick: bool = False) -> list[Poli
         EnginePolicy(link_memory=False),  # the same, one-pass (no virtual revisits)
         EnginePolicy(lambda_targets="all"),
         EnginePolicy(lambda_targets="pending-cash"),  # lambda paid by cash (issue 16)
+        # ordered by discounted inflow (AOPIC_PRIORITY_HORIZON, issue 18), both lambda rules
+        EnginePolicy(priority_horizon=100.0),
+        EnginePolicy(lambda_targets="pending-cash", priority_horizon=100.0),
     ]
     if not quick:
         policies += [

@@ -14,6 +14,7 @@ is :meth:`FrontierStore.inject` (a seed), and cash a store cannot deliver
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
@@ -114,6 +115,10 @@ class Lease(NamedTuple):
     history: float  #: the account's history before this visit
     last_visit: float | None  #: clock time of the previous visit, if any
     visits: int  #: completed visits before this one
+    #: what the store ordered this URL by when it was leased: its cash, or
+    #: its log priority with a priority horizon (see
+    #: :meth:`FrontierStore.order_at_rank`); ``None``: not said
+    order: float | None = None
 
 
 class AccountView(NamedTuple):
@@ -167,6 +172,37 @@ def lambda_split(cash: float, links: int, tax: float | None) -> tuple[float, flo
     return cash - share * links, share
 
 
+#: Past ``horizon / PRIORITY_GROWTH`` fetches the horizon grows with the
+#: crawl: ``PRIORITY_GROWTH`` times the fetches so far (0: fixed horizon).
+PRIORITY_GROWTH = 0.05
+
+
+def priority_clock(visits: int, horizon: float) -> float:
+    """The exponent of a credit's weight after ``visits`` fetches:
+    ``visits / horizon`` while the horizon is fixed, then (past ``knee =
+    horizon / PRIORITY_GROWTH``) the integral of ``1 / (PRIORITY_GROWTH *
+    t)``, continuous at the knee: a horizon that grows with the crawl, so
+    "recent" means a share of the crawl at any scale. A function of the
+    visit count alone: every store computes it from its own books."""
+    growth = PRIORITY_GROWTH
+    if not growth or visits * growth <= horizon:
+        return visits / horizon
+    return (1.0 + math.log(visits * growth / horizon)) / growth
+
+
+def raise_priority(priority: float, amount: float, clock_term: float) -> float:
+    """The log priority of a pending URL after a credit of ``amount`` at
+    ``clock_term`` (:func:`priority_clock`, ``AOPIC_PRIORITY_HORIZON``):
+    ``log(exp(priority) + amount * exp(clock_term))``, computed without
+    leaving log space, so it neither overflows nor needs a rebase however
+    long the crawl (``-inf``: no credit yet). Only the order uses it; the
+    cash moved is ``amount`` whatever the priority."""
+    x = math.log(amount) + clock_term
+    if x >= priority:
+        return x + math.log1p(math.exp(priority - x))
+    return priority + math.log1p(math.exp(x - priority))
+
+
 class FrontierStore(ABC):
     """Accounts, lambda, pending order and leases: the engine's storage.
 
@@ -193,6 +229,16 @@ class FrontierStore(ABC):
     #: Whether :meth:`keep_links`, :meth:`peek_crawled` and :meth:`revisit`
     #: are implemented.
     supports_link_memory: bool = False
+
+    #: Whether :meth:`set_priority_horizon` is implemented: pending URLs can
+    #: be ordered by discounted inflow instead of cash.
+    supports_priority: bool = False
+    #: ``AOPIC_PRIORITY_HORIZON`` in force (0: cash order).
+    priority_horizon: float = 0.0
+    #: pending URLs whose saved priority could not be used (missing from an
+    #: old snapshot, corrupt, or saved under another horizon) and were
+    #: ordered from their cash instead
+    priority_fallbacks: int = 0
 
     # -- reading ------------------------------------------------------------
 
@@ -256,13 +302,30 @@ class FrontierStore(ABC):
 
     @abstractmethod
     def peek(self) -> tuple[str, float] | None:
-        """URL and cash of the richest pending account (any host), if any."""
+        """URL and cash of the first pending account in the store's order
+        (any host: the richest, or with a priority horizon the one with the
+        highest priority), if any."""
 
-    def cash_at_rank(self, rank: int) -> float | None:
-        """Cash of the ``rank``-th richest pending account (1 = the
-        richest; 0.0 when fewer are pending), or ``None`` when this store
-        cannot say cheaply (the frontier then skips what needs it)."""
+    def order_at_rank(self, rank: int) -> float | None:
+        """What the ``rank``-th pending account in order (1 = the first) is
+        ordered by: its cash, or its log priority with a priority horizon
+        (comparable with :attr:`Lease.order`); the lowest value (0.0 or
+        ``-inf``) when fewer are pending, ``None`` when this store cannot
+        say cheaply (the frontier then skips what needs it)."""
         return None
+
+    def set_priority_horizon(self, horizon: float) -> None:
+        """Order pending URLs by discounted inflow, ``horizon`` fetches
+        (``AOPIC_PRIORITY_HORIZON``; 0: by cash). The priority of a pending
+        URL is ``log(sum(credit * exp(priority_clock(t, horizon))))`` over
+        the credits it received while pending, ``t`` being the store's visit
+        count when it arrived (:func:`raise_priority`); lambda's dividends
+        are left out (they add the same to every pending URL). Cash, and
+        every move of it, stays as it is: only the order changes. Accounts
+        already pending when the horizon changes are given ``log(cash) +
+        priority_clock(t, horizon)`` (counted in :attr:`priority_fallbacks`
+        when they had a priority under another horizon)."""
+        raise NotImplementedError(f"{type(self).__name__} has no priority order")
 
     # -- cash in ------------------------------------------------------------
 
@@ -291,7 +354,9 @@ class FrontierStore(ABC):
         """Lease the richest pending URL whose host is ``ready`` and whose
         cash is at least ``min_share`` times the cash of the richest pending
         URL of any host (``None`` if there is none: better to wait for a busy
-        host than to spend a fetch on a page worth far less).
+        host than to spend a fetch on a page worth far less). With a
+        priority horizon "richest" means highest priority, and the share
+        compares priorities (``exp(priority - top priority)``).
 
         Ties go to the account discovered first. The account's cash moves to
         ``in_flight`` and the account becomes LEASED.

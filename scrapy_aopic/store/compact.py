@@ -119,6 +119,8 @@ class AccountTable:
         self.p_host = array("H")  # widened past 65,536 hosts
         self.p_referer = array("i")  # see ``referer`` below
         self.p_requests: dict[int, object] = {}  # pending row -> request, when kept
+        # log priority (AOPIC_PRIORITY_HORIZON): 8 bytes a row, only while on
+        self.p_prio: array | None = None
         self._p_free = array("I")
         # -- crawled rows
         self.seq = array("I")
@@ -248,9 +250,11 @@ class AccountTable:
     # -- pending rows --------------------------------------------------------
 
     def add_pending(
-        self, seq: int, cash: float, mark: float, depth: int, host: str, request: object, referer: int
+        self, seq: int, cash: float, mark: float, depth: int, host: str, request: object, referer: int,
+        prio: float = -math.inf,
     ) -> int:
-        """A pending row for account ``seq`` (``referer``: as for :meth:`add`)."""
+        """A pending row for account ``seq`` (``referer``: as for :meth:`add`;
+        ``prio``: kept while :attr:`p_prio` is on)."""
         free = self._p_free
         if free:
             p = free.pop()
@@ -260,6 +264,8 @@ class AccountTable:
             _put(self, "p_depth", p, depth)
             _put(self, "p_host", p, self._host_id(host))
             self.p_referer[p] = referer
+            if self.p_prio is not None:
+                self.p_prio[p] = prio
         else:
             p = len(self.p_seq)
             _append(self, "p_seq", seq)
@@ -268,6 +274,8 @@ class AccountTable:
             _append(self, "p_depth", depth)
             _append(self, "p_host", self._host_id(host))
             self.p_referer.append(referer)
+            if self.p_prio is not None:
+                self.p_prio.append(prio)
         if request is not None and referer < 0:
             self.p_requests[p] = request
         self.row_of[seq] = -p - 2
@@ -288,14 +296,23 @@ class AccountTable:
         a frontier past its peak gives the memory back. Heap entries name
         seqs, not rows: only ``row_of`` and the kept requests move."""
         live = list(self.pending_rows())
-        for name in ("p_seq", "p_cash", "p_mark", "p_depth", "p_host", "p_referer"):
+        for name in ("p_seq", "p_cash", "p_mark", "p_depth", "p_host", "p_referer", "p_prio"):
             column = getattr(self, name)
+            if column is None:
+                continue
             setattr(self, name, array(column.typecode, [column[p] for p in live]))
         requests = self.p_requests
         self.p_requests = {new: requests[p] for new, p in enumerate(live) if p in requests}
         for new, seq in enumerate(self.p_seq):
             self.row_of[seq] = -new - 2
         self._p_free = array("I")
+
+    def keep_priorities(self, enabled: bool) -> None:
+        """Keep a log priority per pending row (``-inf`` to start), or drop the column."""
+        if not enabled:
+            self.p_prio = None
+        elif self.p_prio is None:
+            self.p_prio = array("d", [-math.inf]) * len(self.p_seq)
 
     def pending_request(self, p: int) -> object:
         referer = self.p_referer[p]

@@ -254,6 +254,7 @@ class JournaledStore(FrontierStore):
     """
 
     supports_link_memory = True
+    supports_priority = True
     #: Set for tools that only read a JOBDIR (see :func:`load_jobdir`).
     _read_only = False
 
@@ -265,6 +266,7 @@ class JournaledStore(FrontierStore):
         sync: bool = False,
         roll_entries: int = 0,
         recovery: str | None = None,
+        priority_horizon: float = 0.0,
     ):
         if recovery not in RECOVERY_MODES:
             raise ValueError(f"AOPIC_JOBDIR_RECOVERY must be one of {RECOVERY_MODES}, got {recovery!r}")
@@ -279,6 +281,7 @@ class JournaledStore(FrontierStore):
         self.entries_lost = 0
         #: how the state was recovered ("fresh", "salvage") or None
         self.recovered: str | None = None
+        self.priority_horizon = float(priority_horizon)
         self._journal = None
         self._entries = 0
         self._journal_chars = 0
@@ -288,6 +291,15 @@ class JournaledStore(FrontierStore):
         try:
             self.memory, self.crawl_id, generation = self._load(lambda_targets)
             self.lambda_targets = self.memory.lambda_targets
+            self.priority_fallbacks = self.memory.priority_fallbacks
+            if self.priority_fallbacks:
+                logger.warning(
+                    "aopic: %d pending URLs in JOBDIR %s had no usable saved priority (a snapshot written "
+                    "before AOPIC_PRIORITY_HORIZON, under another horizon, or a corrupt value): ordered from "
+                    "their cash as of this resume",
+                    self.priority_fallbacks,
+                    self.directory,
+                )
             if lambda_targets != self.lambda_targets:
                 logger.warning(
                     "aopic: JOBDIR was started with AOPIC_LAMBDA_TARGETS=%r; keeping it (asked %r)",
@@ -327,7 +339,7 @@ class JournaledStore(FrontierStore):
                     f"aopic: JOBDIR state in {self.directory} is incomplete: {names} but no snapshot, "
                     f"so the crawl cannot be resumed and would silently restart from zero. {WAY_OUT}"
                 )
-            return MemoryStore(lambda_targets), uuid.uuid4().hex, 0
+            return MemoryStore(lambda_targets, priority_horizon=self.priority_horizon), uuid.uuid4().hex, 0
         generation = max(found["snapshot"])
         newer = sorted(g for g in found["journal"] if g > generation)
         if newer:
@@ -339,7 +351,7 @@ class JournaledStore(FrontierStore):
         path = self.directory / f"snapshot.{generation}.jsonl"
         try:
             header, records, _ = read_snapshot(path)
-            store = MemoryStore.restore(header, records)
+            store = MemoryStore.restore(header, records, priority_horizon=self.priority_horizon)
         except (DamagedFile, ValueError, KeyError, TypeError) as exc:
             raise JobdirError(f"aopic: snapshot {path} is damaged ({exc}). {WAY_OUT}") from None
         identity = header.get(IDENTITY) or {}
@@ -449,7 +461,8 @@ class JournaledStore(FrontierStore):
         logger.warning("aopic: %s\naopic: AOPIC_JOBDIR_RECOVERY=%s: %sstarting this JOBDIR afresh; the damaged "
                        "files are in %s", damage, self.recovery, nothing, aside)
         self.replayed = 0
-        return MemoryStore(lambda_targets), uuid.uuid4().hex, max(self._all_generations(aside), default=0)
+        store = MemoryStore(lambda_targets, priority_horizon=self.priority_horizon)
+        return store, uuid.uuid4().hex, max(self._all_generations(aside), default=0)
 
     @staticmethod
     def _all_generations(directory: Path) -> list[int]:
@@ -471,7 +484,9 @@ class JournaledStore(FrontierStore):
         path = self.directory / f"snapshot.{generation}.jsonl"
         header, records, damage = read_snapshot(path, salvage=True)
         try:
-            store = MemoryStore.restore({"lambda_targets": lambda_targets, **header}, records)
+            store = MemoryStore.restore(
+                {"lambda_targets": lambda_targets, **header}, records, priority_horizon=self.priority_horizon
+            )
         except (ValueError, KeyError, TypeError):
             return None
         identity = header.get(IDENTITY) or {}
@@ -565,8 +580,15 @@ class JournaledStore(FrontierStore):
     def peek(self) -> tuple[str, float] | None:
         return self.memory.peek()
 
-    def cash_at_rank(self, rank: int) -> float | None:
-        return self.memory.cash_at_rank(rank)
+    def order_at_rank(self, rank: int) -> float | None:
+        return self.memory.order_at_rank(rank)
+
+    def set_priority_horizon(self, horizon: float) -> None:
+        # Not journaled: every run passes its horizon when it opens the JOBDIR
+        # (a replay must order as the run that wrote the journal did).
+        self.memory.set_priority_horizon(horizon)
+        self.priority_horizon = self.memory.priority_horizon
+        self.priority_fallbacks = self.memory.priority_fallbacks
 
     def open_leases(self) -> list[tuple[str, int]]:
         return self.memory.open_leases()
@@ -695,6 +717,7 @@ def load_jobdir(directory: str | os.PathLike) -> MemoryStore:
     reader.requeued_on_open = 0
     reader.entries_lost = 0
     reader.recovery = None
+    reader.priority_horizon = 0.0  # a tool reads the books, in cash order
     reader._read_only = True
     store, _, _ = reader._load_checked("pending")
     return store

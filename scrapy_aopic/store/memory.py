@@ -33,6 +33,20 @@ recounted (O(n), rare) before a payout, so the books stay balanced to
 1e-13 of each payout. ``scale`` is brought back to 1 (an O(n) pass) when it
 passes 1e12.
 
+Priority order (``AOPIC_PRIORITY_HORIZON`` > 0). Cash accumulates: a URL
+found early keeps every credit it ever got, so the cash order favours old
+URLs over ones the recent pages point to. With a horizon ``tau`` each
+pending account also keeps a log priority, ``log(sum(credit * exp(t /
+tau)))`` over the credits it received while pending (``t``: the store's
+visit count then; :func:`~scrapy_aopic.store.base.raise_priority`), and the
+heap key is ``-priority`` instead of the cash key. A credit raises it (a new
+entry, as for cash); lambda's dividends do not (the same for every pending
+URL); a requeue keeps it (the lease's cash was the account's own); a
+re-pended account starts from its cash as if credited now. (Past ``20 *
+tau`` fetches the horizon grows with the crawl:
+:func:`~scrapy_aopic.store.base.priority_clock`.) Cash and every move
+of it are the same in both orders.
+
 Rows. A pending account that was never fetched is a row of flat columns
 (:class:`~scrapy_aopic.store.compact.AccountTable`: cash, mark, depth, host
 and request in 28 bytes, its URL stored once by sequence number,
@@ -77,6 +91,8 @@ from .base import (
     Referred,
     Totals,
     lambda_split,
+    priority_clock,
+    raise_priority,
 )
 from .compact import NO_ROW, AccountTable, entry_seq, heap_entry
 
@@ -116,6 +132,7 @@ class _Account:
     __slots__ = (
         "cash",
         "mark",
+        "prio",
         "history",
         "last_visit",
         "visits",
@@ -131,6 +148,7 @@ class _Account:
     def __init__(self, cash, mark, depth, seq, host, request, url):
         self.cash = cash
         self.mark = mark
+        self.prio = -math.inf  # log priority (priority order only)
         self.history = 0.0
         self.last_visit = None
         self.visits = 0
@@ -163,7 +181,11 @@ class MemoryStore(FrontierStore):
 
     supports_link_memory = True
 
-    def __init__(self, lambda_targets: str = "pending", *, link_memory: bool = True):
+    supports_priority = True
+
+    def __init__(
+        self, lambda_targets: str = "pending", *, link_memory: bool = True, priority_horizon: float = 0.0
+    ):
         if lambda_targets not in LAMBDA_TARGETS:
             raise ValueError(
                 f"AOPIC_LAMBDA_TARGETS must be one of {LAMBDA_TARGETS}, got {lambda_targets!r}"
@@ -194,8 +216,43 @@ class MemoryStore(FrontierStore):
         self._last_referer: tuple[bytes | None, int] = (None, -1)  # see _referer_seq
         self._deleted = 0  # keys deleted from _accounts since it was copied
         self._peeked: tuple[str, int] | None = None  # (url, row) peek_crawled returned
+        self.priority_horizon = 0.0
+        self._horizon = 0.0  # same; 0.0: cash order (read on every credit)
+        self._clock_visits, self._clock_value = -1, 0.0  # see _clock
+        self.priority_fallbacks = 0
         if not link_memory:
             self._table.forget_links()
+        if priority_horizon:
+            self.set_priority_horizon(priority_horizon)
+
+    def set_priority_horizon(self, horizon: float) -> None:
+        if not 0.0 <= horizon < math.inf:
+            raise ValueError(f"AOPIC_PRIORITY_HORIZON must be a number of fetches >= 0, got {horizon!r}")
+        horizon = float(horizon)
+        if horizon == self._horizon:
+            return
+        had = self._horizon
+        self.priority_horizon = self._horizon = horizon
+        self._clock_visits, self._clock_value = -1, 0.0
+        table = self._table
+        table.keep_priorities(bool(horizon))
+        if horizon:
+            fresh = self._fresh_priority
+            moved = 0
+            for acc in self._accounts.values():
+                if acc.state == PENDING:
+                    acc.prio = fresh(self._effective_cash(acc))
+                elif acc.state == LEASED:  # kept for a requeue
+                    acc.prio = fresh(self._leases[acc.url][1])
+                else:
+                    continue
+                moved += 1
+            for p in table.pending_rows():
+                table.p_prio[p] = fresh(self._seq_cash(table.p_seq[p]))
+                moved += 1
+            if had:  # priorities kept under another horizon: not comparable
+                self.priority_fallbacks += moved
+        self._compact()
 
     # -- helpers ------------------------------------------------------------
 
@@ -221,7 +278,9 @@ class MemoryStore(FrontierStore):
         return acc.cash
 
     def _key(self, acc: _Account) -> float:
-        """Heap key of a pending account: smaller is richer, unchanged by payouts."""
+        """Heap key of a pending account: smaller is richer (first), unchanged by payouts."""
+        if self._horizon:
+            return -acc.prio
         if self._by_cash:
             return -acc.cash / acc.mark
         return acc.mark - acc.cash
@@ -232,6 +291,25 @@ class MemoryStore(FrontierStore):
             self._settle(acc)
             self._add_norm(amount / self._dividend, acc.seq)
         acc.cash += amount
+
+    def _raise(self, acc: _Account, amount: float) -> None:
+        """A credit of ``amount`` raises the priority of pending ``acc``."""
+        if amount > 0:
+            acc.prio = raise_priority(acc.prio, amount, self._clock())
+
+    def _clock(self) -> float:
+        """:func:`~scrapy_aopic.store.base.priority_clock` now (cached: a
+        visit's credits all come at one visit count)."""
+        visits = self._totals.visits
+        if visits != self._clock_visits:
+            self._clock_visits = visits
+            self._clock_value = priority_clock(visits, self._horizon)
+        return self._clock_value
+
+    def _fresh_priority(self, cash: float) -> float:
+        """The priority of an account entering the frontier with ``cash``
+        and no credit history here: as if it all arrived now."""
+        return raise_priority(-math.inf, cash, self._clock()) if cash > 0 else -math.inf
 
     def _add_norm(self, value: float, seq: int) -> None:
         """``"pending-cash"``: add account ``seq``'s change to the pending
@@ -261,15 +339,29 @@ class MemoryStore(FrontierStore):
 
     def _push(self, acc: _Account) -> None:
         # The key inline (not self._key): this runs for every credit.
-        self._push_entry(heap_entry(-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash, acc.seq), acc.host)
+        if self._horizon:
+            key = -acc.prio
+        else:
+            key = -acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash
+        self._push_entry(heap_entry(key, acc.seq), acc.host)
+
+    def _row_key(self, p: int) -> float:
+        """Heap key of pending row ``p`` (as :meth:`_key` of an object)."""
+        table = self._table
+        if self._horizon:
+            return -table.p_prio[p]
+        cash, mark = table.p_cash[p], table.p_mark[p]
+        return -cash / mark if self._by_cash else mark - cash
 
     def _push_row(self, p: int) -> None:
         """Push the entry of pending row ``p`` (as :meth:`_push` would the object)."""
         table = self._table
-        cash, mark = table.p_cash[p], table.p_mark[p]
-        self._push_entry(
-            heap_entry(-cash / mark if self._by_cash else mark - cash, table.p_seq[p]), table.hosts[table.p_host[p]]
-        )
+        if self._horizon:
+            key = -table.p_prio[p]
+        else:  # inline (not _row_key): this runs for every credit
+            cash, mark = table.p_cash[p], table.p_mark[p]
+            key = -cash / mark if self._by_cash else mark - cash
+        self._push_entry(heap_entry(key, table.p_seq[p]), table.hosts[table.p_host[p]])
 
     def _push_entry(self, entry: int, host: str) -> None:
         hq = self._hosts.get(host)
@@ -287,19 +379,21 @@ class MemoryStore(FrontierStore):
         seq = entry_seq(entry)
         table = self._table
         code = table.row_of[seq]
+        # Keys inline (not _row_key / _key): this runs for every entry a pop looks at.
         if code <= -2:  # a pending row
             p = -code - 2
+            if self._horizon:
+                return heap_entry(-table.p_prio[p], seq) == entry
             cash, mark = table.p_cash[p], table.p_mark[p]
             return heap_entry(-cash / mark if self._by_cash else mark - cash, seq) == entry
         if code >= 0:  # crawled
             return False
         acc = self._accounts.get(table.url(seq))
-        return (
-            acc is not None
-            and acc.state == PENDING
-            and acc.seq == seq
-            and heap_entry(-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash, seq) == entry
-        )
+        if acc is None or acc.state != PENDING or acc.seq != seq:
+            return False
+        if self._horizon:
+            return heap_entry(-acc.prio, seq) == entry
+        return heap_entry(-acc.cash / acc.mark if self._by_cash else acc.mark - acc.cash, seq) == entry
 
     def _seq_cash(self, seq: int) -> float:
         """Effective cash of the pending account ``seq`` (row or object)."""
@@ -311,6 +405,17 @@ class MemoryStore(FrontierStore):
                 return table.p_cash[p] * self._dividend / table.p_mark[p]
             return table.p_cash[p] + (self._dividend - table.p_mark[p])
         return self._effective_cash(self._accounts[table.url(seq)])
+
+    def _seq_order(self, seq: int) -> float:
+        """What the pending account ``seq`` is ordered by: its effective
+        cash, or its log priority with a horizon."""
+        if not self._horizon:
+            return self._seq_cash(seq)
+        table = self._table
+        code = table.row_of[seq]
+        if code <= -2:
+            return table.p_prio[-code - 2]
+        return self._accounts[table.url(seq)].prio
 
     def _clean_top(self, hq: _HostQueue) -> int | None:
         heap = hq.heap
@@ -354,10 +459,9 @@ class MemoryStore(FrontierStore):
             if acc.state == PENDING:
                 live.setdefault(acc.host, []).append(heap_entry(key(acc), acc.seq))
         table = self._table
+        row_key = self._row_key
         for p in table.pending_rows():
-            cash, mark = table.p_cash[p], table.p_mark[p]
-            entry = heap_entry(-cash / mark if self._by_cash else mark - cash, table.p_seq[p])
-            live.setdefault(table.hosts[table.p_host[p]], []).append(entry)
+            live.setdefault(table.hosts[table.p_host[p]], []).append(heap_entry(row_key(p), table.p_seq[p]))
         if self._by_cash:  # recount: no drift in the sum a payout divides by
             self._recount_norm()
         self._hosts = {}
@@ -382,6 +486,7 @@ class MemoryStore(FrontierStore):
         p = table.add_pending(
             seq, cash, self._dividend, link.depth, link.host, request,
             -1 if request is None else self._referer_seq(request),
+            self._fresh_priority(cash) if self._horizon else -math.inf,
         )
         self._totals.known += 1
         self._totals.pending += 1
@@ -401,6 +506,8 @@ class MemoryStore(FrontierStore):
                     table.p_mark[p] = self._dividend
                 self._add_norm(amount / self._dividend, table.p_seq[p])
             table.p_cash[p] += amount
+            if self._horizon and amount > 0:
+                table.p_prio[p] = raise_priority(table.p_prio[p], amount, self._clock())
             self._push_row(p)
         if depth is not None and depth < table.p_depth[p]:
             table.p_depth[p] = depth
@@ -424,6 +531,8 @@ class MemoryStore(FrontierStore):
             table.p_cash[p], table.p_mark[p], table.p_depth[p], seq, table.hosts[table.p_host[p]],
             table.pending_request(p), url,
         )
+        if table.p_prio is not None:
+            acc.prio = table.p_prio[p]
         table.drop_pending(p)
         self._accounts[url] = acc
         return acc
@@ -434,7 +543,7 @@ class MemoryStore(FrontierStore):
         request = acc.request
         self._table.add_pending(
             acc.seq, acc.cash, acc.mark, acc.depth, acc.host, request,
-            -1 if request is None else self._referer_seq(request),
+            -1 if request is None else self._referer_seq(request), acc.prio,
         )
 
     def _set_state(self, acc: _Account, state: int) -> None:
@@ -506,6 +615,8 @@ class MemoryStore(FrontierStore):
                         self._add_pending_cash(acc, amount)
                     else:
                         acc.cash += amount
+                    if self._horizon:
+                        self._raise(acc, amount)
                     self._push(acc)
                 else:
                     acc.cash += amount
@@ -552,6 +663,8 @@ class MemoryStore(FrontierStore):
         if amount:
             if state == PENDING:
                 self._add_pending_cash(acc, amount)
+                if self._horizon:
+                    self._raise(acc, amount)
             else:
                 acc.cash += amount
         if link.depth < acc.depth:
@@ -584,6 +697,8 @@ class MemoryStore(FrontierStore):
         elif amount:
             if state == PENDING:
                 self._add_pending_cash(acc, amount)
+                if self._horizon:
+                    self._raise(acc, amount)
                 self._push(acc)
             else:
                 acc.cash += amount
@@ -741,6 +856,7 @@ class MemoryStore(FrontierStore):
             acc.history,
             acc.last_visit,
             acc.visits,
+            acc.prio if self._horizon else cash,
         )
 
     def _close_lease(self, url: str, lease_id: int) -> tuple[_Account, float] | None:
@@ -839,7 +955,12 @@ class MemoryStore(FrontierStore):
             "virtual_visits": t.virtual_visits,
             "next_seq": self._next_seq,
             "next_lease": self._next_lease,
+            "priority_horizon": self._horizon,
         }
+        horizon = self._horizon
+
+        def saved(prio: float) -> float | None:  # -inf (no credit yet) is not JSON
+            return prio if horizon and prio != -math.inf else None
 
         table = self._table
 
@@ -862,6 +983,7 @@ class MemoryStore(FrontierStore):
                     acc.host,
                     acc.request,
                     None if acc.links is None else [table.url(seq) for seq in acc.links],
+                    saved(acc.prio) if state == PENDING else None,
                 ]
             for p in table.pending_rows():
                 seq = table.p_seq[p]
@@ -877,6 +999,7 @@ class MemoryStore(FrontierStore):
                     table.hosts[table.p_host[p]],
                     table.pending_request(p),
                     None,
+                    saved(table.p_prio[p]) if horizon else None,
                 ]
             for row in table.rows():
                 seq = table.seq[row]
@@ -893,13 +1016,20 @@ class MemoryStore(FrontierStore):
                     table.hosts[table.host[row]],
                     table.request(row),
                     None if links is None else [table.url(s) for s in links],
+                    None,
                 ]
 
         return header, records()
 
     @classmethod
-    def restore(cls, header: dict, records: Iterable[list]) -> MemoryStore:
-        """A store equal to the one :meth:`snapshot` described."""
+    def restore(cls, header: dict, records: Iterable[list], *, priority_horizon: float = 0.0) -> MemoryStore:
+        """A store equal to the one :meth:`snapshot` described, ordered with
+        ``priority_horizon``. A pending account's saved priority is used
+        when the snapshot was written with that horizon and the value reads
+        back as a finite number (or none: no credit yet); otherwise (an
+        older snapshot, another horizon, a corrupt value) it is given
+        ``log(cash) + priority_clock(visits, horizon)`` and counted in
+        :attr:`priority_fallbacks`."""
         store = cls(header["lambda_targets"])
         t = store._totals
         for name in ("injected", "lambda_cash", "lambda_history", "history_sum"):
@@ -909,12 +1039,26 @@ class MemoryStore(FrontierStore):
         t.virtual_visits = int(header.get("virtual_visits", 0))
         store._next_seq = int(header["next_seq"])
         store._next_lease = int(header["next_lease"])
+        horizon = float(priority_horizon)
+        if horizon:
+            store.set_priority_horizon(horizon)
+        # Saved priorities are comparable only under the horizon they were kept with.
+        usable = bool(horizon) and header.get("priority_horizon") == horizon
         remembered: list[tuple[_Account, list]] = []
         for record in records:
             url, state, cash, history, last_visit, visits, depth, seq, host, request = record[:10]
-            # Snapshots written before link memory have 10 fields.
+            # Snapshots written before link memory have 10 fields, before priorities 11.
             links = record[10] if len(record) > 10 else None
             acc = _Account(float(cash), store._dividend, int(depth), int(seq), host, request, url)
+            if horizon and int(state) == PENDING:
+                prio = record[11] if usable and len(record) > 11 else math.nan
+                if prio is None:
+                    acc.prio = -math.inf  # no credit yet
+                elif type(prio) in (float, int) and math.isfinite(prio):
+                    acc.prio = float(prio)
+                else:  # missing, another horizon's, or corrupt (NaN, inf, not a number): never used
+                    acc.prio = store._fresh_priority(acc.cash)
+                    store.priority_fallbacks += 1
             if links is not None and store._keep_links:
                 remembered.append((acc, links))
             acc.history = float(history)
@@ -985,6 +1129,8 @@ class MemoryStore(FrontierStore):
         if link.request is not None:
             acc.request = link.request
         self._set_state(acc, PENDING)
+        if self._horizon:
+            acc.prio = self._fresh_priority(self._effective_cash(acc))
         self._push(acc)
         return True
 
@@ -1000,10 +1146,10 @@ class MemoryStore(FrontierStore):
                     return None
                 hq, top, host = head
                 if min_share > 0:
-                    cash = self._seq_cash(entry_seq(top))
-                    if floor is None:
-                        floor = cash * min_share  # the first head is the richest of all
-                    elif cash < floor:
+                    order = self._seq_order(entry_seq(top))
+                    if floor is None:  # the first head is the richest of all
+                        floor = order + math.log(min_share) if self._horizon else order * min_share
+                    elif order < floor:
                         return None  # hosts come richest first: every later one is poorer
                 if not ready(host):
                     skipped.append(heapq.heappop(self._host_heap))
@@ -1027,7 +1173,7 @@ class MemoryStore(FrontierStore):
             for entry in skipped:
                 heapq.heappush(self._host_heap, entry)
 
-    def cash_at_rank(self, rank: int) -> float | None:
+    def order_at_rank(self, rank: int) -> float | None:
         """Best-first over the host heaps (each an array in heap order,
         stale entries included: their order still bounds their children):
         O(rank log(rank + hosts)), never a pass over every account."""
@@ -1037,17 +1183,19 @@ class MemoryStore(FrontierStore):
         candidates = [(heap[0], k, 0) for k, heap in enumerate(heaps)]
         heapq.heapify(candidates)
         found = 0
+        counted: set[int] = set()  # a requeue pushes an entry equal to the one left in the heap
         while candidates:
             entry, k, i = heapq.heappop(candidates)
             heap = heaps[k]
             for child in (2 * i + 1, 2 * i + 2):
                 if child < len(heap):
                     heapq.heappush(candidates, (heap[child], k, child))
-            if self._valid(entry):
+            if entry not in counted and self._valid(entry):
+                counted.add(entry)
                 found += 1
                 if found == rank:
-                    return self._seq_cash(entry_seq(entry))
-        return 0.0
+                    return self._seq_order(entry_seq(entry))
+        return -math.inf if self._horizon else 0.0
 
     def take(self, url: str) -> Lease | None:
         acc = self._object(url)

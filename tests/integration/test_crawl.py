@@ -33,10 +33,12 @@ def finish(process, out, timeout=120):
     return json.loads(out.read_text())
 
 
-def test_crawl_with_errors_redirects_timeouts_and_binaries(tmp_path):
+@pytest.mark.parametrize("horizon", [0.0, 5.0])  # AOPIC_PRIORITY_HORIZON: another order, the same books
+def test_crawl_with_errors_redirects_timeouts_and_binaries(tmp_path, horizon):
     export = tmp_path / "importance.jsonl"
     with LocalSite(pages=60, slow_seconds=3.0) as site:
         process, out = start_crawl(tmp_path, "crawl", [site.base + "/p0"], {
+            "AOPIC_PRIORITY_HORIZON": horizon,
             "CONCURRENT_REQUESTS": 1,  # one at a time: the order must be exactly greedy
             "DOWNLOAD_TIMEOUT": 1,
             "RETRY_TIMES": 1,
@@ -52,7 +54,7 @@ def test_crawl_with_errors_redirects_timeouts_and_binaries(tmp_path):
     injected = stats["aopic/cash_injected_total"]
     assert injected == 1.0
     assert stats["aopic/conservation_error"] <= 1e-9 * injected
-    # Every fetch took the richest URL there was.
+    # Every fetch took the richest URL there was (the first by priority with a horizon).
     assert len(report["fetched_cash"]) > len(reachable)
     assert report["greedy_violations"] == []
     # Every reachable page fetched exactly once; the redirect to a known

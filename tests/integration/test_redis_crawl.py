@@ -785,3 +785,26 @@ def test_a_request_lost_in_a_middleware_does_not_hold_its_host(tmp_path, redis_u
     store = frontier_of(redis_url, name)
     assert_books_balance(store, [report])
     store.close()
+
+
+def test_priority_horizon_is_ignored_on_redis_counted_and_said_once(redis_url, caplog):
+    """The Redis store keeps the cash order (its sorted-set score is the
+    cash key): AOPIC_PRIORITY_HORIZON there is counted and warned about once,
+    and a recent small credit does not outrank an old large one."""
+    with caplog.at_level("WARNING", logger="scrapy_aopic.frontier"):
+        scheduler, crawler, _, _ = shared_scheduler(redis_url, AOPIC_PRIORITY_HORIZON=100.0)
+    try:
+        assert crawler.stats.get_value("aopic/priority_horizon_ignored") == 1
+        assert [r.message for r in caplog.records].count(
+            "aopic: AOPIC_PRIORITY_HORIZON=100 is not available with the redis backend: "
+            "pending URLs stay in cash order") == 1
+        engine = scheduler.frontier.engine
+        assert engine.priority_horizon == 0.0
+        store = engine.store
+        engine.add_seed(Link("http://o.test/old", "o.test", 0), 3.0)
+        engine.add_seed(Link("http://s.test/src", "s.test", 0), 1.0)
+        lease = store.pop(lambda h: h == "s.test")
+        engine.visit(lease, [Link("http://n.test/new", "n.test", 1)])
+        assert store.peek()[0] == "http://o.test/old"
+    finally:
+        scheduler.close("finished")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from scrapy import Request, Spider
@@ -343,9 +344,10 @@ def test_polite_crawl_hands_out_whenever_a_slot_with_a_pending_url_is_free():
                 handed_out.append(request)  # kept: a lost request's lease is settled as vanished
 
 
-def test_jobdir_close_and_reopen_keeps_the_state(tmp_path):
+@pytest.mark.parametrize("horizon", [0.0, 3.0])
+def test_jobdir_close_and_reopen_keeps_the_state(tmp_path, horizon):
 
-    settings = {"JOBDIR": str(tmp_path / "job")}
+    settings = {"JOBDIR": str(tmp_path / "job"), "AOPIC_PRIORITY_HORIZON": horizon}
     scheduler, _ = make_scheduler(settings)
     for i in range(20):
         scheduler.enqueue_request(seed(f"http://h{i % 4}.example/{i}"))
@@ -371,9 +373,10 @@ def test_jobdir_close_and_reopen_keeps_the_state(tmp_path):
     assert again.frontier.engine.conservation_error() < 1e-12
 
 
-def test_jobdir_survives_a_crash_without_close(tmp_path):
+@pytest.mark.parametrize("horizon", [0.0, 3.0])
+def test_jobdir_survives_a_crash_without_close(tmp_path, horizon):
     """No close at all (as after SIGKILL): the journal alone restores it."""
-    settings = {"JOBDIR": str(tmp_path / "job")}
+    settings = {"JOBDIR": str(tmp_path / "job"), "AOPIC_PRIORITY_HORIZON": horizon}
     scheduler, _ = make_scheduler(settings)
     for i in range(10):
         scheduler.enqueue_request(seed(f"http://h.example/{i}"))
@@ -588,3 +591,33 @@ def test_every_kind_of_request_comes_back_as_given_while_pending_in_rows():
         assert _as_given(back) == _as_given(request), request
         if "marker" in request.meta:
             assert back.meta["marker"] is marker
+
+
+@pytest.mark.parametrize("jobdir", [False, True], ids=["memory", "jobdir"])
+def test_priority_horizon_reaches_the_store_and_survives_a_resume(tmp_path, jobdir):
+    """AOPIC_PRIORITY_HORIZON is read once and given to the store (and the
+    JOBDIR's snapshots): a resumed crawl goes on in the order the first run
+    would have gone on with; the books balance."""
+    settings = {"AOPIC_PRIORITY_HORIZON": 3.0}
+    if jobdir:
+        settings["JOBDIR"] = str(tmp_path / "job")
+    scheduler, crawler = make_scheduler(settings)
+    frontier = scheduler.frontier
+    assert frontier.engine.priority_horizon == 3.0 and frontier.store.priority_horizon == 3.0
+    assert crawler.stats.get_value("aopic/priority_horizon_ignored") is None
+    for i in range(30):
+        scheduler.enqueue_request(seed(f"http://h{i % 3}.example/{i}"))
+    for n in range(12):  # later pages credit new links: their priority outgrows older cash
+        request = scheduler.next_request()
+        frontier.visit(_html(request), [Request(f"http://h{n % 3}.example/new{n}-{j}") for j in range(3)])
+        assert frontier.engine.conservation_error() < 1e-12
+    memory = frontier.store.memory if jobdir else frontier.store
+    order = [memory.order_at_rank(r) for r in range(1, 20)]
+    assert order == sorted(order, reverse=True) and order[0] > -math.inf
+    if not jobdir:
+        return
+    scheduler.close("shutdown")
+    again, crawler2 = make_scheduler(settings)
+    assert crawler2.stats.get_value("aopic/priority_fallback") is None
+    assert [again.frontier.store.order_at_rank(r) for r in range(1, 20)] == order
+    assert again.frontier.engine.conservation_error() < 1e-12

@@ -46,19 +46,23 @@ def _request(url):
 
 def install_greedy_check(violations: list, fetched_cash: list) -> None:
     """Wrap MemoryStore.pop: the lease must hold at least as much cash as
-    every pending account on a ready host (O(n) per pop: tests only)."""
+    every pending account on a ready host, or with AOPIC_PRIORITY_HORIZON at
+    least as high a priority (O(n) per pop: tests only)."""
     original = MemoryStore.pop
 
     def checked_pop(self, ready, min_share=0.0):
+        def order(view):
+            return self._seq_order(self._table.find_seq(view.url)) if self.priority_horizon else view.cash
+
         pending = {
-            v.url: v.cash for v in self.iter_accounts() if v.state == PENDING and ready(v.host)
+            v.url: order(v) for v in self.iter_accounts() if v.state == PENDING and ready(v.host)
         }
         lease = original(self, ready, min_share)
         if lease is not None:
             fetched_cash.append(lease.cash)
-            richest = max(pending.values(), default=0.0)
-            if lease.cash < richest - 1e-12:
-                violations.append([lease.url, lease.cash, richest])
+            first = max(pending.values(), default=-float("inf"))
+            if lease.order < first - 1e-12:
+                violations.append([lease.url, lease.order, first])
         return lease
 
     MemoryStore.pop = checked_pop

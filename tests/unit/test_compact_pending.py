@@ -310,7 +310,7 @@ def test_pending_columns_shrink_once_the_frontier_does():
 
 
 @pytest.mark.parametrize("targets", ["pending", "pending-cash"])
-def test_cash_at_rank_is_the_nth_richest_pending_cash(targets):
+def test_order_at_rank_is_the_nth_richest_pending_cash(targets):
     """Best-first over the host heaps (stale entries of credited, taken and
     requeued accounts in them) gives the rank's cash of a full sort."""
     rng = random.Random(5)
@@ -327,5 +327,5 @@ def test_cash_at_rank_is_the_nth_richest_pending_cash(targets):
         engine.add_seed(Link(f"http://h{i % 9}.example/new{i}", f"h{i % 9}.example", 0), rng.random())
     cash = sorted((v.cash for v in store.iter_accounts() if v.state == PENDING), reverse=True)
     for rank in (1, 2, 17, 200, len(cash)):
-        assert store.cash_at_rank(rank) == pytest.approx(cash[rank - 1], rel=1e-12)
-    assert store.cash_at_rank(len(cash) + 1) == 0.0
+        assert store.order_at_rank(rank) == pytest.approx(cash[rank - 1], rel=1e-12)
+    assert store.order_at_rank(len(cash) + 1) == 0.0

@@ -407,6 +407,7 @@ class RedisStore(SharedSeeds, FrontierStore):
             history,
             last_visit if has_last else None,
             int(visits),
+            cash,  # the Redis store orders by cash (no priority horizon)
         )
         return lease, paid, int(pending), int(reclaimed)
 
