@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO))
 from scrapy_aopic.sim.docgraph import DOC_TREES, cache_dir, load_docgraph  # noqa: E402
 from scrapy_aopic.sim.graph import Graph  # noqa: E402
 from scrapy_aopic.sim.pagerank import pagerank  # noqa: E402
+from scrapy_aopic.sim.policies import EnginePolicy  # noqa: E402
 from scrapy_aopic.sim.report import markdown_report, markdown_table, rst_table, write_outputs  # noqa: E402
 from scrapy_aopic.sim.runner import FRACTIONS, compare, default_policies, importance_convergence  # noqa: E402
 from scrapy_aopic.sim.synthetic import scale_free_web  # noqa: E402
@@ -53,8 +54,10 @@ SYNTHETIC_ARGS = {
 ALL_GRAPHS = ["rust-doc", "python3-doc", "postgresql-doc-15", "synthetic-100k", "synthetic-1M", "synthetic-traps-100k"]
 #: Graphs the product target is judged on (issue 5).
 TARGET_GRAPHS = {"rust-doc", "synthetic-100k", "synthetic-1M"}
-#: The engine with its shipped defaults (OPIC, lambda -> pending, no tax).
-DEFAULT_ENGINE = "opic pending"
+#: The row of the engine with its shipped defaults, read from
+#: scrapy_aopic.settings (OPIC, lambda -> pending-cash since issue 16, no tax,
+#: link memory); "opic pending" is the rule before, kept for comparison.
+DEFAULT_ENGINE = EnginePolicy.shipped().name
 TARGET_FRACTION = 0.10
 
 
@@ -78,7 +81,7 @@ def summary_rows(results: dict) -> tuple[list[str], list[list[str]]]:
     """The product target per graph, from the default engine's row."""
     header = [
         "graph",
-        "AOPIC (defaults) @10 %",
+        f"AOPIC (defaults: {DEFAULT_ENGINE}) @10 %",
         "ideal sort @10 %",
         "AOPIC / ideal",
         "breadth-first / ideal",

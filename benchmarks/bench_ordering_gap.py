@@ -6,8 +6,10 @@ One command prints every figure of "What the rust-doc gap is made of" in
     python benchmarks/bench_ordering_gap.py                      # rust-doc diagnosis + prototype on 4 graphs
     python benchmarks/bench_ordering_gap.py --diagnose none --graphs rust-doc --revisit-sweep   # + 4 and 16 revisits per fetch (slow)
 
-Sections (all with the engine's defaults: OPIC, lambda -> pending, link
-memory, one virtual revisit per fetch, through :class:`EnginePolicy`):
+Sections (all with the engine as it was before issue 16 made lambda pay
+``"pending-cash"`` by default: OPIC, lambda -> pending, link memory, one
+virtual revisit per fetch, through :class:`EnginePolicy`; rows with
+``pending-cash`` say so):
 
 1. *Where the cash is* at 1, 5, 10 % of pages fetched: share of all cash on
    crawled pages, on pending URLs and on lambda; how many crawled pages hold
@@ -202,7 +204,7 @@ class DiscountedOpic(Policy):
 
 
 class _Probe(EnginePolicy):
-    """The default engine, stopping at checkpoints to look at its books."""
+    """The engine with lambda -> pending, stopping at checkpoints to look at its books."""
 
     def __init__(self, checks, on_check):
         super().__init__()
@@ -300,7 +302,7 @@ def diagnose(graph, true_rank) -> None:
 
     probe = _Probe(checks, on_check)
     engine_run = simulate(graph, probe, checks[-1])
-    print(f"## {graph.name}: where the cash is (engine defaults)\n")
+    print(f"## {graph.name}: where the cash is (engine, lambda -> pending)\n")
     print(
         markdown_table(
             [

@@ -343,13 +343,48 @@ class _TrapWatchStore(MemoryStore):
         self.trap_partials = [math.fsum(value for seq, value in self._pending_norms() if self.trap[int(url(seq))])]
 
 
+def shipped_engine_kwargs() -> dict:
+    """:class:`EnginePolicy` arguments for the engine a crawl builds with
+    every setting left at its default, read from :mod:`scrapy_aopic.settings`
+    (as :class:`scrapy_aopic.frontier.Frontier` reads them) so that the
+    benchmarks' "default engine" follows the product's defaults: lambda's
+    targets and tax, the history window (none unless re-crawl is on), link
+    memory, the priority horizon, seed cash; ``max_revisits`` is no setting:
+    the engine's own default, which the frontier leaves as it is.
+    (``AOPIC_MIN_CASH_SHARE`` and the other host-slot rules have nothing to
+    act on in the simulator: it fetches one page at a time, no host waits.)
+    ``tests/unit/test_sim.py`` checks them against a crawler's engine."""
+    import inspect
+
+    from scrapy.settings import Settings
+
+    from .. import settings as aopic_settings
+
+    empty = Settings()  # nothing set: every getter returns the default
+    return {
+        "lambda_targets": aopic_settings.get(empty, "AOPIC_LAMBDA_TARGETS"),
+        "lambda_tax": aopic_settings.get_optional_float(empty, "AOPIC_LAMBDA_TAX"),
+        "history_window": aopic_settings.effective_history_window(empty),
+        "link_memory": aopic_settings.get_bool(empty, "AOPIC_LINK_MEMORY"),
+        "max_revisits": inspect.signature(AopicEngine).parameters["max_revisits"].default,
+        "priority_horizon": aopic_settings.get_float(empty, "AOPIC_PRIORITY_HORIZON"),
+        "seed_cash": aopic_settings.get_float(empty, "AOPIC_SEED_CASH"),
+    }
+
+
 class EnginePolicy(Policy):
     """OPIC / AOPIC: :class:`~scrapy_aopic.engine.AopicEngine` itself.
 
     Node ``u`` is the account ``str(u)`` on host ``host_names[host[u]]``; the
-    engine's clock is the number of fetches so far. Each seed brings 1.0.
+    engine's clock is the number of fetches so far. Each seed brings
+    ``seed_cash``.
 
-    :param lambda_targets: ``"pending"`` or ``"all"`` (``AOPIC_LAMBDA_TARGETS``).
+    The arguments' own defaults are the engine before issue 16 (lambda pays
+    ``"pending"``); :meth:`shipped` is the engine with the product's
+    defaults (:func:`shipped_engine_kwargs`).
+
+    :param lambda_targets: ``"pending"``, ``"pending-cash"`` or ``"all"``
+        (``AOPIC_LAMBDA_TARGETS``).
     :param lambda_tax: ``None`` or a float (``AOPIC_LAMBDA_TAX``).
     :param history_window: ``T`` in fetches, a float in (0, 1) meaning that
         share of the graph's pages, or ``None`` (``AOPIC_HISTORY_WINDOW``).
@@ -380,7 +415,9 @@ class EnginePolicy(Policy):
         link_memory: bool = True,
         max_revisits: int = 1,
         priority_horizon: float | None = None,
+        seed_cash: float = 1.0,
     ):
+        self.seed_cash = seed_cash
         if priority_horizon is None:
             from ..settings import DEFAULTS
 
@@ -406,6 +443,11 @@ class EnginePolicy(Policy):
                 name += f" horizon={priority_horizon:g}"
         self.name = name
 
+    @classmethod
+    def shipped(cls, name: str | None = None) -> EnginePolicy:
+        """The engine with every setting at its shipped default."""
+        return cls(name, **shipped_engine_kwargs())
+
     def start(self, graph, seeds, rng):
         window = self.history_window
         if window is not None and window < 1:
@@ -421,6 +463,7 @@ class EnginePolicy(Policy):
             self.store,
             lambda_tax=self.lambda_tax,
             history_window=window,
+            seed_cash=self.seed_cash,
             clock=self._clock,
             link_memory=self.link_memory,
             max_revisits=self.max_revisits,

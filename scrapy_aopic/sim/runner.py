@@ -188,21 +188,22 @@ def default_policies(true_rank: np.ndarray, *, quick: bool = False) -> list[Poli
         BatchPageRank(0.01),
         BatchPageRank(0.01, partial=True),
         LargerSiteFirst(),
-        EnginePolicy(),  # the engine's defaults: OPIC, lambda -> pending, link memory
-        EnginePolicy(link_memory=False),  # the same, one-pass (no virtual revisits)
+        EnginePolicy.shipped(),  # the product's defaults (scrapy_aopic.settings), lambda -> pending-cash
+        # lambda -> pending (the default before issue 16), and variants of it
+        EnginePolicy(lambda_targets="pending"),
+        EnginePolicy(lambda_targets="pending", link_memory=False),  # one-pass (no virtual revisits)
         EnginePolicy(lambda_targets="all"),
-        EnginePolicy(lambda_targets="pending-cash"),  # lambda paid by cash (issue 16)
         # ordered by discounted inflow (AOPIC_PRIORITY_HORIZON, issue 18), both lambda rules
-        EnginePolicy(priority_horizon=100.0),
+        EnginePolicy(lambda_targets="pending", priority_horizon=100.0),
         EnginePolicy(lambda_targets="pending-cash", priority_horizon=100.0),
     ]
     if not quick:
         policies += [
-            EnginePolicy(lambda_tax=0.1),
-            EnginePolicy(lambda_tax=0.3),
+            EnginePolicy(lambda_targets="pending", lambda_tax=0.1),
+            EnginePolicy(lambda_targets="pending", lambda_tax=0.3),
             EnginePolicy(lambda_targets="all", lambda_tax=0.1),
-            EnginePolicy(history_window=0.05),
-            EnginePolicy(max_revisits=4),
+            EnginePolicy(lambda_targets="pending", history_window=0.05),
+            EnginePolicy(lambda_targets="pending", max_revisits=4),
         ]
     policies.append(Omniscient(true_rank))
     return policies

@@ -487,3 +487,45 @@ def test_lambda_payout_to_traps_is_measured_exactly(targets):
     assert share == pytest.approx(recount["to_traps"] / recount["paid"], rel=1e-6, abs=1e-9)
     assert 0.0 < share < 1.0
     assert isinstance(policy.store, MemoryStore)
+
+
+def _engine_config(engine):
+    return {
+        "lambda_targets": engine.store.lambda_targets,
+        "lambda_tax": engine.lambda_tax,
+        "history_window": engine.history_window,
+        "seed_cash": engine.seed_cash,
+        "link_memory": engine.link_memory,
+        "max_revisits": engine.max_revisits,
+        "priority_horizon": engine.priority_horizon,
+    }
+
+
+def test_benchmark_default_row_is_the_engine_a_default_crawl_builds():
+    """The ordering benchmark's "default engine" row runs the engine a crawl
+    with every setting at its default builds (it described lambda ->
+    "pending" after the default became "pending-cash", issue 16)."""
+    import importlib.util
+    from pathlib import Path
+
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_aopic.frontier import Frontier
+
+    crawler = get_crawler(Spider, settings_dict={"ADDONS": {"scrapy_aopic.Addon": 0}})
+    frontier = Frontier.from_crawler(crawler)
+    frontier.open(Spider("t"))
+    product = _engine_config(frontier.engine)
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_ordering.py"
+    spec = importlib.util.spec_from_file_location("bench_ordering", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    graph = Graph.from_adjacency(SEED_004, ["A"])
+    (policy,) = [p for p in default_policies(np.ones(graph.n)) if p.name == bench.DEFAULT_ENGINE]
+    policy.start(graph, [0], None)
+    assert _engine_config(policy.engine) == product
+    assert product["lambda_targets"] == "pending-cash"  # what issue 16 shipped
+    # the rule before stays in the tables for comparison
+    assert "opic pending" in {p.name for p in default_policies(np.ones(3))} - {bench.DEFAULT_ENGINE}
