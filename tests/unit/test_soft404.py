@@ -635,11 +635,12 @@ def test_trap_site_event_days_are_real_pages_and_farm_share_thins_the_farm():
 
 def test_template_pages_are_spared_whatever_order_their_answers_arrive_in():
     """The crawl test of the API reference (test_soft404_variants_crawl)
-    failed once under load on main of 2026-11-25 22:28: 7 template pages
-    (``fn.vcopy_lane_*``) refused, because the answers came back in another
-    order (template pages before the distinct ones settled ``/api/``). The
-    detector's outcome must not depend on that order: here every page of the
-    reference answers, the index first (the only way in, as in the crawl),
+    failed under load on main before 104a390: template pages
+    (``fn.vcopy_lane_*``) refused when their answers came back before the
+    distinct ones settled ``/api/`` (the sparing rule counted the index's
+    fresh links as minting). The detector's outcome must not depend on that
+    order: here the index answers first (the only way in, as in the crawl,
+    where every function's Referer is the index: linked_by_soft404 False),
     then the functions in 300 random orders, with a soft-404 space of the
     same host learned at random points; none is ever refused."""
     site = TrapSite(articles=30, soft404=("dates",), api=(8, 24))
