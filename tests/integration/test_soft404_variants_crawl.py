@@ -39,7 +39,11 @@ def test_template_pages_of_real_directories_are_not_refused(variants_crawl):
     fetched = {target for _, target, kind, _ in log if kind == "real"}
     assert api <= fetched, sorted(api - fetched)
     assert real_refused(report, site, base) == []
-    assert report["stats"].get("aopic/trap/soft404_spared", 0) >= API[1] - 2
+    # The template pages pass by sparing (read: an error shape in a directory
+    # of real pages) or unread (once /api/ holds four distinct shapes), which
+    # of the two depends on the order answers arrive in.
+    stats = report["stats"]
+    assert stats.get("aopic/trap/soft404_spared", 0) + stats.get("aopic/trap/soft404_unread", 0) >= API[1] - 2
 
 
 def test_other_soft404_spaces_are_stopped(variants_crawl):
