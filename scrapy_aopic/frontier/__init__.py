@@ -83,6 +83,9 @@ def _forget_issued(meta: dict) -> None:
             meta.pop(name, None)
 #: File in ``JOBDIR`` holding the direct lane between runs.
 LANE_FILE = Path("aopic", "lane.jsonl")
+#: Leases refused by ``Frontier.lease_refusals`` in one ``next_request``
+#: call at most (each is one store settle: the call stays short).
+MAX_REFUSED_PER_CALL = 100
 
 
 class RevisitSource(Protocol):
@@ -177,6 +180,12 @@ class Frontier:
                     history_window=self.history_window, seed_cash=self.seed_cash,
                     priority_horizon=self.priority_horizon)
         self.link_filters = LinkFilterChain()
+        #: Checks of a leased request before it is handed to Scrapy: each
+        #: returns True when it refused (and settled) the request itself.
+        #: Refusing here costs no pass through Scrapy's downloader slots
+        #: (a hostile site's 20,000 queued URLs of a learned duplicate
+        #: pattern were refused one per engine tick, nothing else fetched).
+        self.lease_refusals: list[Callable[[Request], bool]] = []
         self._refused_keys: set[int] = set()  # hashes of refused canonical URLs
         self.canonicalize: Callable[[str], str | None] = build_canonicalizer(settings)
         self.probe = DownloadProbe(crawler)
@@ -642,17 +651,29 @@ class Frontier:
         lane_first = len(self.lane) and self._handed_out_lane < self.lane_share * (self._handed_out + 1)
         request = self._next_from_lane() if lane_first else None
         if request is None:
+            refused = 0
             while True:
                 try:
                     request = self._next_by_cash()
-                    break
                 except UndecodableRequest:
                     continue  # settled (its cash went to lambda): try the next URL
+                # Bounded per call so one call cannot sweep a whole host's
+                # backlog; past the bound the download-time check refuses.
+                if request is not None and refused < MAX_REFUSED_PER_CALL and self._refused_at_lease(request):
+                    refused += 1
+                    continue
+                break
         if request is None and len(self.lane) and not lane_first:
             request = self._next_from_lane()
         if request is not None:
             self._handed_out += 1
         return request
+
+    def _refused_at_lease(self, request: Request) -> bool:
+        for refuse in self.lease_refusals:
+            if refuse(request):
+                return True
+        return False
 
     def _next_from_lane(self) -> Request | None:
         while True:

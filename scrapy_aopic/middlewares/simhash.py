@@ -105,8 +105,11 @@ class SimhashDedupMiddleware:
     URL patterns that keep producing duplicates are learned
     (``AOPIC_DUPLICATE_PATTERNS``): from then on, links matching them are
     refused by a frontier link filter (``aopic/refused/duplicate_pattern``),
-    and requests already queued are refused here before they are fetched
-    (``aopic/duplicates/pattern_refused``), their cash going to lambda.
+    and requests already queued are refused before they are fetched
+    (``aopic/duplicates/pattern_refused``), their cash going to lambda: by
+    the frontier as they are leased (``Frontier.lease_refusals``, never
+    reaching Scrapy's downloader), or here for those leased before the
+    pattern was learned.
 
     Requests with ``meta["aopic_dedup"] = False`` are left alone. Stats:
     ``aopic/duplicates/fingerprinted``, ``too_short``, ``unconfirmed``
@@ -149,6 +152,7 @@ class SimhashDedupMiddleware:
                 min_share=aopic_settings.get_float(settings, "AOPIC_DUPLICATE_PATTERN_SHARE"),
             )
             self.frontier.link_filters.register(self.patterns.link_filter)
+            self.frontier.lease_refusals.append(self._refuse_leased)
         jobdir = settings.get("JOBDIR")
         persist = aopic_settings.get_bool(settings, "AOPIC_SIMHASH_PERSIST")
         self.state_path = Path(jobdir, STATE_FILE) if jobdir and persist else None
@@ -171,6 +175,21 @@ class SimhashDedupMiddleware:
     # -- requests: refuse URLs of learned patterns --------------------------------
 
     def process_request(self, request: Request, spider: Spider | None = None) -> None:
+        # Most are refused by the frontier as they are leased
+        # (_refuse_leased); this catches those leased before their pattern
+        # was learned.
+        pattern = self._refuse(request)
+        if pattern is not None:
+            raise IgnoreRequest(f"URL matches learned duplicate pattern {pattern[2:]}")
+        return None
+
+    def _refuse_leased(self, request: Request) -> bool:
+        """``Frontier.lease_refusals`` hook: refused before Scrapy sees it."""
+        return self._refuse(request) is not None
+
+    def _refuse(self, request: Request) -> str | None:
+        """The learned pattern ``request`` matches, its lease settled as
+        refused; ``None`` (nothing done) otherwise."""
         if self.patterns is None or request.meta.get(DEDUP) is False:
             return None
         if self.frontier.lease_of(request) is None:
@@ -181,7 +200,7 @@ class SimhashDedupMiddleware:
             return None
         self.frontier.fail(request, "duplicate_pattern", refuse=True)
         self.stats.inc_value("aopic/duplicates/pattern_refused")
-        raise IgnoreRequest(f"URL matches learned duplicate pattern {pattern[2:]}")
+        return pattern
 
     # -- responses: fingerprint, compare, settle -----------------------------------
 

@@ -23,7 +23,7 @@ from scrapy.http import HtmlResponse, TextResponse
 from scrapy.utils.test import get_crawler
 
 from scrapy_aopic.middlewares.simhash import SimhashDedupMiddleware, UrlTable
-from scrapy_aopic.frontier import Frontier
+from scrapy_aopic.frontier import MAX_REFUSED_PER_CALL, Frontier
 from scrapy_aopic.meta import DUPLICATE_OF
 from scrapy_aopic.hygiene.simhash import (
     Fingerprinter,
@@ -822,3 +822,56 @@ def test_duplicate_follow_links_rejects_other_values():
 
     with pytest.raises(ValueError, match="AOPIC_DUPLICATE_FOLLOW_LINKS"):
         _duplicate_links_mode("some")
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+def test_learned_pattern_refuses_queued_urls_as_they_are_leased(vocabulary, backend, request):
+    # Once the pattern is learned, URLs of it already queued are refused by
+    # the frontier while leasing: Scrapy never sees them (on main each went
+    # out and was refused in process_request, one per engine tick), settled
+    # exactly as there (same stats, cash to lambda, books balanced).
+    settings = {"AOPIC_DUPLICATE_PATTERN_SHARE": 0.75}
+    if backend == "redis":
+        try:
+            redis_url = request.getfixturevalue("redis_server").url
+        except RuntimeError as exc:  # no redis-server binary
+            pytest.skip(str(exc))
+        settings.update({"AOPIC_BACKEND": "redis", "REDIS_URL": redis_url, "AOPIC_REDIS_KEY": "leaserefuse:aopic",
+                         "AOPIC_REDIS_START_URLS_KEY": "leaserefuse:seeds", "SCHEDULER_FLUSH_ON_START": True})
+    middleware, frontier, stats = _middleware(**settings)
+    text = _texts(vocabulary, 1, 56, (300, 300))[0]
+    original = _lease(frontier, "http://n.example/news?ts=0")
+    _respond(middleware, original, _page(text, "0"))
+    # Settled here, not when garbage collection finds it gone (the books).
+    frontier.fail(original, "test")
+    # Queued before the pattern is learned (after, the link filter refuses them).
+    queued = [f"http://n.example/news?ts={i}" for i in range(1, 251)]  # beyond one call's bound
+    for url in queued:
+        frontier.enqueue(Request(url))
+    frontier.enqueue(Request("http://n.example/other"))
+    handed, refused_at_download = [], 0
+    while (leased := frontier.next_request()) is not None:
+        handed.append(leased.url)
+        try:
+            middleware.process_request(leased)
+        except IgnoreRequest:
+            refused_at_download += 1
+            continue
+        if "news" in leased.url:  # the first three duplicates teach the pattern
+            _respond(middleware, leased, _page(text, leased.url, template=1))
+        else:
+            frontier.fail(leased, "test")
+    assert stats.get_value("aopic/duplicates/patterns_learned") == 1
+    # At most one per next_request call past its bound goes to Scrapy and is
+    # refused there (on main: all 247).
+    assert refused_at_download <= (len(queued) - 3) // MAX_REFUSED_PER_CALL
+    assert len(handed) == 4 + refused_at_download and "http://n.example/other" in handed
+    assert stats.get_value("aopic/duplicates/pattern_refused") == len(queued) - 3
+    assert stats.get_value("aopic/failed/duplicate_pattern") == len(queued) - 3
+    if backend == "memory":
+        assert frontier.engine.conservation_error() <= 1e-9
+    else:
+        accounts, lambda_cash, in_flight, injected = frontier.store.recount()
+        assert in_flight == 0.0
+        assert abs(accounts + lambda_cash + in_flight - injected) <= 1e-9 * max(injected, 1.0)
+        assert frontier.store.totals().pending == 0 and frontier.store.open_leases() == []
