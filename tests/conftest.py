@@ -27,6 +27,16 @@ def redis_server(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture
+def redis_url(request):
+    """URL of the session's Redis test server; the test is skipped when
+    there is no redis-server binary."""
+    try:
+        return request.getfixturevalue("redis_server").url
+    except RuntimeError as exc:  # no redis-server binary
+        pytest.skip(str(exc))
+
+
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory):
     """A real Redis Cluster (three masters on loopback ports), for the

@@ -31,14 +31,6 @@ WORKERS = 4
 OPENED = "aopic: shared crawl:"  # logged by every worker once its frontier is open
 
 
-@pytest.fixture
-def redis_url(request):
-    try:
-        return request.getfixturevalue("redis_server").url
-    except RuntimeError as exc:  # no redis-server binary
-        pytest.skip(str(exc))
-
-
 # -- running workers --------------------------------------------------------------------
 
 

@@ -23,11 +23,6 @@ from scrapy_aopic.store.base import Link
 from tests.integration.test_redis_crawl import shared_scheduler
 
 
-@pytest.fixture
-def redis_url(request):
-    return request.getfixturevalue("redis_server").url
-
-
 def plant(scheduler, url: str, raw: bytes, redis_url: str, cash: float = 5.0) -> None:
     """An account for ``url`` whose stored request is ``raw``, richer than
     the honest ones, so it is handed out first."""

@@ -15,6 +15,7 @@ from scrapy_aopic.frontier import Frontier
 from scrapy_aopic.frontier.requestcodec import decode_request, encode_request
 from scrapy_aopic.scheduler import AopicScheduler
 from scrapy_aopic.store import PENDING
+from tests.support.redis_server import redis_backend_settings
 
 
 class BroadSpider(Spider):
@@ -440,12 +441,7 @@ def test_download_slot_of_the_spider_is_kept_and_scrapys_is_not(tmp_path, reques
     if backend == "jobdir":
         settings["JOBDIR"] = str(tmp_path / "job")
     elif backend == "redis":
-        try:
-            redis_url = request.getfixturevalue("redis_server").url
-        except RuntimeError as exc:  # no redis-server binary
-            pytest.skip(str(exc))
-        settings.update({"AOPIC_BACKEND": "redis", "REDIS_URL": redis_url, "AOPIC_REDIS_KEY": "slots:aopic",
-                         "AOPIC_REDIS_START_URLS_KEY": "slots:seeds", "SCHEDULER_FLUSH_ON_START": True})
+        settings.update(redis_backend_settings(request.getfixturevalue("redis_url"), "slots"))
     scheduler, crawler = make_scheduler(settings)
     frontier = scheduler.frontier
 

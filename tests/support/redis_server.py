@@ -24,6 +24,13 @@ from pathlib import Path
 _running: weakref.WeakSet = weakref.WeakSet()
 
 
+def redis_backend_settings(redis_url: str, name: str) -> dict:
+    """Settings of a crawl on the Redis backend at ``redis_url``, its keys
+    under ``name`` and flushed on start (a test's own frontier)."""
+    return {"AOPIC_BACKEND": "redis", "REDIS_URL": redis_url, "AOPIC_REDIS_KEY": f"{name}:aopic",
+            "AOPIC_REDIS_START_URLS_KEY": f"{name}:seeds", "SCHEDULER_FLUSH_ON_START": True}
+
+
 @atexit.register
 def _kill_leftovers() -> None:
     for server in list(_running):

@@ -34,6 +34,7 @@ from scrapy_aopic.hygiene.simhash import (
 from scrapy_aopic.hygiene.simhash_index import NearDuplicateIndex, SimhashIndex
 from scrapy_aopic.hygiene.visibletext import _STYLESHEETS, _walk_text, tree_text, visible_text
 from scrapy_aopic.store.base import ALIAS
+from tests.support.redis_server import redis_backend_settings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import bench_simhash as corpus  # noqa: E402
@@ -832,12 +833,7 @@ def test_learned_pattern_refuses_queued_urls_as_they_are_leased(vocabulary, back
     # exactly as there (same stats, cash to lambda, books balanced).
     settings = {"AOPIC_DUPLICATE_PATTERN_SHARE": 0.75}
     if backend == "redis":
-        try:
-            redis_url = request.getfixturevalue("redis_server").url
-        except RuntimeError as exc:  # no redis-server binary
-            pytest.skip(str(exc))
-        settings.update({"AOPIC_BACKEND": "redis", "REDIS_URL": redis_url, "AOPIC_REDIS_KEY": "leaserefuse:aopic",
-                         "AOPIC_REDIS_START_URLS_KEY": "leaserefuse:seeds", "SCHEDULER_FLUSH_ON_START": True})
+        settings.update(redis_backend_settings(request.getfixturevalue("redis_url"), "leaserefuse"))
     middleware, frontier, stats = _middleware(**settings)
     text = _texts(vocabulary, 1, 56, (300, 300))[0]
     original = _lease(frontier, "http://n.example/news?ts=0")
