@@ -171,6 +171,10 @@ class RecrawlHook:
             connect(self._page_visited, signal=aopic_signals.page_visited)
             connect(self._spider_idle, signal=signals.spider_idle)
             connect(self._spider_closed, signal=signals.spider_closed)
+            connect(self._jobdir_refused, signal=aopic_signals.jobdir_refused)
+
+    def _jobdir_refused(self, reason: str) -> None:
+        self.state_path = None  # never loaded: not saved over
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RecrawlHook | None:

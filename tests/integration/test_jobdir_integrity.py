@@ -392,3 +392,86 @@ def test_recovery_afresh_says_what_it_did_not_what_to_run(tmp_path, mode, caplog
     assert "is damaged" in message and f"AOPIC_JOBDIR_RECOVERY={mode}: " in message
     assert "aopic: aopic:" not in message and "run it with" not in message
     again.close()
+
+
+# -- 8. a refused JOBDIR under `scrapy crawl`: one ERROR, exit status 1, no traceback ---------
+
+
+def _orphan_journal(path: Path) -> None:
+    generation = int(path.name.split(".")[1])
+    orphan = path.with_name(f"journal.{generation + 1}.jsonl")
+    orphan.write_text('{"journal":{"crawl":"another","generation":%d}}\n["lambda"]\n' % (generation + 1))
+
+
+def _lost_snapshot(path: Path) -> None:
+    path.unlink()
+
+
+@pytest.fixture(scope="module")
+def scrapy_crawled(tmp_path_factory):
+    """A `scrapy crawl` project, a site, and the JOBDIR of a crawl of it
+    stopped after 15 pages."""
+    from tests.integration.test_commands import make_project, run_scrapy
+
+    root = tmp_path_factory.mktemp("refused")
+    with LocalSite(pages=60) as site:
+        project = make_project(root / "project")
+        jobdir = root / "job"
+        args = ["crawl", "followall", "-a", f"seeds={site.base}/p0", "-s", "CLOSESPIDER_PAGECOUNT=15"]
+        first = run_scrapy(args + ["-s", f"JOBDIR={jobdir}"], project)
+        assert first.returncode == 0, first.stderr[-3000:]
+        yield project, jobdir, args
+
+
+def _digests(directory: Path) -> dict[str, str]:
+    import hashlib
+
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file() and p.name != "lock"}
+
+
+@pytest.mark.parametrize("damage", [_truncate_mid_line, _truncate_at_line, _garbage, _bad_header, _edited,
+                                    _orphan_journal, _lost_snapshot, "in_use"],
+                         ids=lambda d: d if isinstance(d, str) else d.__name__.strip("_"))
+def test_scrapy_crawl_on_a_refused_jobdir_ends_cleanly(tmp_path, scrapy_crawled, damage):
+    """Before: the ERROR came after Scrapy's own cleanup tracebacks
+    ("Scraper close failure", CoreStats and SpiderState assertions, "Task
+    exception was never retrieved"). Now: one ERROR naming the file and the
+    recovery settings, a close with its own reason, exit status 1, nothing
+    in the JOBDIR changed (not even the saved stats, simhash or recrawl
+    state of the crawl it belongs to)."""
+    import shutil
+
+    from tests.integration.test_commands import run_scrapy
+
+    project, original, args = scrapy_crawled
+    jobdir = tmp_path / "job"
+    shutil.copytree(original, jobdir)
+    (snapshot,) = files(jobdir, "snapshot.*.jsonl")
+    holder = None
+    if damage == "in_use":
+        holder = JournaledStore(jobdir / "aopic")
+        named, expected = str(jobdir), "is in use by pid"
+    else:
+        damage(snapshot)
+        named = "journal." if damage in (_orphan_journal, _lost_snapshot) else snapshot.name
+        expected = "AOPIC_JOBDIR_RECOVERY=fresh"
+    before = _digests(jobdir)
+    try:
+        result = run_scrapy(args + ["-s", f"JOBDIR={jobdir}"], project)
+    finally:
+        if holder is not None:
+            holder.close()
+    log = result.stderr
+    assert result.returncode == 1, log[-3000:]
+    assert "Traceback" not in log, log[-5000:]
+    errors = [line for line in log.splitlines() if "] ERROR: " in line or "] CRITICAL: " in line]
+    assert len(errors) == 1, errors
+    assert named in errors[0] and expected in errors[0], errors[0]
+    if damage != "in_use":
+        assert "AOPIC_JOBDIR_RECOVERY=salvage" in errors[0]
+    reason = "jobdir_in_use" if damage == "in_use" else "jobdir_damaged"
+    assert f"Spider closed ({reason})" in log
+    assert f"'aopic/{reason}': 1" in log
+    if holder is None:
+        assert _digests(jobdir) == before
