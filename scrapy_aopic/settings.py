@@ -229,9 +229,10 @@ define("AOPIC_JOBDIR_RECOVERY", None, "core", """
     cut short or edited, a journal of another generation or crawl). ``None``
     (default): stop with an error naming the file. ``"fresh"``: move the
     damaged files aside (``JOBDIR/aopic/damaged-<time>/``) and start the
-    frontier afresh. ``"salvage"``: keep what can still be read (the
-    snapshot's readable records, the journal up to its first bad line) and
-    rebalance the books to it, logging the cash that was lost. A corrupt line
+    frontier afresh. ``"salvage"``: keep what can still be read (every
+    snapshot record that reads back and passes its checks, also when the
+    header is lost; the journal up to its first bad line) and rebalance the
+    books to it, logging and counting what was lost. A corrupt line
     inside the journal never needs this: the state before it is kept and the
     file is kept as ``journal.N.jsonl.corrupt``.""")
 define("AOPIC_JOURNAL_SYNC", False, "core", """
