@@ -709,6 +709,13 @@ define("AOPIC_RECRAWL_CONDITIONAL", True, "recrawl", """
     Revisits send ``If-None-Match`` / ``If-Modified-Since`` from the ETag
     and Last-Modified the page was last served with; a ``304 Not Modified``
     answer counts as a visit that found nothing new.""")
+define("AOPIC_RECRAWL_VALIDATOR_MAX_BYTES", 256, "recrawl", """
+    The longest ``ETag`` or ``Last-Modified`` value (bytes) kept per page
+    for conditional revisits. The server chooses their size, each is kept
+    for every page until its next visit and sent back with every revisit:
+    a longer one is not kept (that page's revisits go without it), counted
+    in ``aopic/recrawl/validators_dropped`` and the first one logged. Real
+    ETags are tens of bytes and an HTTP date 29; ``0``: no bound.""")
 define("AOPIC_RECRAWL_CHANGE_DISTANCE", 3, "recrawl", """
     A revisited page whose body checksum differs counts as changed only if
     the SimHash of its visible text is more than this many bits away from
