@@ -16,6 +16,7 @@ from scrapy.exceptions import CloseSpider, DontCloseSpider
 
 from . import settings as aopic_settings
 from . import signals as aopic_signals
+from .compat import call_later, close_spider
 from .frontier import Frontier
 from .meta import DOWNLOAD_SLOT, REGISTERED
 from .store.base import StoreStalled, StoreUnavailable
@@ -103,6 +104,7 @@ class AopicScheduler(BaseScheduler):
         crawler.signals.send_catch_log(aopic_signals.jobdir_refused, reason=reason)
         crawler.signals.connect(lambda: _mark_failed(crawler), signal=signals.engine_stopped, weak=False)
         crawler.signals.connect(_close_idle(reason), signal=signals.spider_idle, weak=False)
+        call_later(0, _close_when_running, crawler, reason)
 
     def close(self, reason: str) -> None:
         if self.shared is not None:
@@ -179,12 +181,25 @@ class AopicScheduler(BaseScheduler):
         self.frontier.enqueue(request)
 
 
+def _close_when_running(crawler: Crawler, reason: str) -> None:
+    """Close the spider as soon as the engine runs (as CLOSESPIDER_* do),
+    even if the spider keeps itself open when idle (DontCloseSpider). A
+    close asked for while the engine is still starting would not be
+    followed by its stop; one after the spider closed is not asked for."""
+    engine = crawler.engine
+    if engine is None or engine.spider is None:
+        return  # closed already (idle), or never opened
+    if engine.running:
+        close_spider(crawler, reason)
+    else:
+        call_later(0.01, _close_when_running, crawler, reason)
+
+
 def _close_idle(reason: str) -> Callable[..., None]:
-    """A spider_idle handler closing the spider with ``reason`` (the way
-    Scrapy 2.13 to the latest honour: a close asked for from ``open`` or
-    while the engine starts races its start and its own idle close). The
-    spider goes idle at once: nothing is queued, each start request is
-    refused."""
+    """A spider_idle handler closing the spider with ``reason``: the spider
+    goes idle at once (nothing is queued, each start request is refused),
+    maybe before :func:`_close_when_running` sees the engine run, and
+    would close as ``finished``."""
 
     def close(spider: Spider | None = None) -> None:
         raise CloseSpider(reason)

@@ -657,10 +657,13 @@ class JournaledStore(FrontierStore):
             cash = (f"the snapshot's header is unreadable: lambda's cash and history at that point are held "
                     f"nowhere else and are lost (amount unknown); the books now count the {held:.6g} the "
                     f"accounts and the journal hold")
-        else:
-            self.cash_lost = max(0.0, injected - held)
+        elif held <= injected:
+            self.cash_lost = injected - held
             cash = (f"cash {injected - held:.6g} of {injected:.6g} injected was lost with the damaged part, "
                     f"and the books now count {held:.6g}")
+        else:  # an edited record: the checksum said so, no record can be told from the others
+            cash = (f"the records hold {held - injected:.6g} more cash than the {injected:.6g} injected (an "
+                    f"edited record), and the books now count {held:.6g}")
         named = ", ".join(read.lost_urls[:10]) + ("..." if len(read.lost_urls) > 10 else "")
         logger.warning(
             "aopic: salvaged JOBDIR %s from %s (%s): %d accounts read, %d records lost%s; %d journal entries "

@@ -477,6 +477,20 @@ def test_scrapy_crawl_on_a_refused_jobdir_ends_cleanly(tmp_path, scrapy_crawled,
         assert _digests(jobdir) == before
 
 
+def test_a_refused_jobdir_closes_a_spider_that_keeps_itself_open(tmp_path, stopped_crawl):
+    """A spider that never closes when idle (DontCloseSpider, as queue-fed
+    spiders do) is closed all the same: the close is asked for as soon as
+    the engine runs, not left to the idle signal."""
+    site, jobdir = stopped_crawl
+    (snapshot,) = files(jobdir, "snapshot.*.jsonl")
+    _garbage(snapshot)
+    started = time.monotonic()
+    stats, log = crawl(tmp_path, "kept-open", site, jobdir, EXTENSIONS={"__main__.KeepOpen": 0})
+    assert time.monotonic() - started < 60
+    assert "Spider closed (jobdir_damaged)" in log and stats["aopic/jobdir_damaged"] == 1
+    assert "Traceback" not in log
+
+
 # -- 9. salvage when the snapshot's header is damaged ------------------------------------------
 
 
