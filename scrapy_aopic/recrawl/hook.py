@@ -75,6 +75,7 @@ def _bound(settings: Any, name: str) -> int | None:
         raise ValueError(f"{name} must be a number of bytes >= 0 (0: no bound), got {value!r}")
     return int(value) if value else None
 
+
 STATE_FILE = "aopic-recrawl.json"
 
 _hooks: weakref.WeakKeyDictionary[Crawler, RecrawlHook] = weakref.WeakKeyDictionary()
