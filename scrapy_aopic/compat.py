@@ -62,7 +62,13 @@ def close_spider(crawler: Any, reason: str) -> None:
     if close_async is not None:
         from scrapy.utils.defer import deferred_from_coro
 
-        deferred_from_coro(close_async(reason=reason))
+        async def close() -> None:
+            # Run later on the event loop: the spider may have closed since
+            # (then Scrapy would raise "Spider not opened" into the log).
+            if engine.spider is not None:
+                await close_async(reason=reason)
+
+        deferred_from_coro(close())
     else:
         engine.close_spider(crawler.spider, reason)
 
