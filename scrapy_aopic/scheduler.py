@@ -16,7 +16,7 @@ from scrapy.exceptions import CloseSpider, DontCloseSpider
 
 from . import settings as aopic_settings
 from . import signals as aopic_signals
-from .compat import call_later, close_spider
+from .compat import call_later, close_spider_when_running, mark_crawl_failed
 from .frontier import Frontier
 from .meta import DOWNLOAD_SLOT, REGISTERED
 from .store.base import StoreStalled, StoreUnavailable
@@ -102,9 +102,9 @@ class AopicScheduler(BaseScheduler):
         self.crawler.stats.set_value(f"aopic/{reason}", 1)
         crawler = self.crawler
         crawler.signals.send_catch_log(aopic_signals.jobdir_refused, reason=reason)
-        crawler.signals.connect(lambda: _mark_failed(crawler), signal=signals.engine_stopped, weak=False)
+        crawler.signals.connect(lambda: mark_crawl_failed(crawler), signal=signals.engine_stopped, weak=False)
         crawler.signals.connect(_close_idle(reason), signal=signals.spider_idle, weak=False)
-        call_later(0, _close_when_running, crawler, reason)
+        call_later(0, close_spider_when_running, crawler, reason)
 
     def close(self, reason: str) -> None:
         if self.shared is not None:
@@ -181,38 +181,16 @@ class AopicScheduler(BaseScheduler):
         self.frontier.enqueue(request)
 
 
-def _close_when_running(crawler: Crawler, reason: str) -> None:
-    """Close the spider as soon as the engine runs (as CLOSESPIDER_* do),
-    even if the spider keeps itself open when idle (DontCloseSpider). A
-    close asked for while the engine is still starting would not be
-    followed by its stop; one after the spider closed is not asked for."""
-    engine = crawler.engine
-    if engine is None or engine.spider is None:
-        return  # closed already (idle), or never opened
-    if engine.running:
-        close_spider(crawler, reason)
-    else:
-        call_later(0.01, _close_when_running, crawler, reason)
-
-
 def _close_idle(reason: str) -> Callable[..., None]:
     """A spider_idle handler closing the spider with ``reason``: the spider
     goes idle at once (nothing is queued, each start request is refused),
-    maybe before :func:`_close_when_running` sees the engine run, and
+    maybe before :func:`~scrapy_aopic.compat.close_spider_when_running` sees the engine run, and
     would close as ``finished``."""
 
     def close(spider: Spider | None = None) -> None:
         raise CloseSpider(reason)
 
     return close
-
-
-def _mark_failed(crawler: Crawler) -> None:
-    """Make ``scrapy crawl`` exit with status 1: Scrapy counts a crawl
-    whose crawler has no spider when it ends as failed to start
-    (``CrawlerProcess.bootstrap_failed``, Scrapy 2.13 to the latest), and
-    engine_stopped is the last thing the crawl does."""
-    crawler.spider = None
 
 
 #: Scrapy settings of its own scheduler that mean nothing to this one: name
