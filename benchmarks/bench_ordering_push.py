@@ -6,8 +6,9 @@ known graph's PageRank up to date by forward push (Andersen, Chung, Lang
 pending URLs by it. One command prints every figure of "Online push
 propagation" in ``docs/benchmarks.rst``::
 
-    python benchmarks/bench_ordering_push.py
-    python benchmarks/bench_ordering_push.py --graphs synthetic-1M --eps 1e-4 --teleports known
+    python benchmarks/bench_ordering_push.py        # 4 graphs, 4 teleports, eps 0.1 and 0.01 per page
+    python benchmarks/bench_ordering_push.py --no-baselines --teleports known --rules total --eps 1e-5,1e-6,1e-7
+    python benchmarks/bench_ordering_push.py --graphs synthetic-1M --teleports known --eps 0.1
 
 The mechanism, in AOPIC's words. Every known page ``u`` has an estimate
 ``p[u]`` (settled importance, crawled pages only) and a residual ``r[u]``
@@ -50,10 +51,14 @@ Teleport (``s``, the source of the cash) and where the ``1 - d`` share goes:
     As ``lambda-cash`` but lambda pays every pending URL the same
     (``"pending"``; a dividend counter, the order keeps ``r - mark``).
 
-Threshold: a crawled page is pushed again when its residual exceeds
-``eps * M * max(1, outdeg)`` (``--rule degree``, as Andersen-Chung-Lang) or
-``eps * M`` (``--rule mass``), ``M`` all cash put in so far (grows with
-discoveries under ``known``; 1 otherwise). One rule for all graphs.
+Threshold (per out-link, as Andersen-Chung-Lang): a crawled page is pushed
+again when its residual exceeds ``eps * M * max(1, outdeg)`` (``--rules
+total``), ``M`` all cash put in so far (grows with discoveries under
+``known``; 1 otherwise), or ``eps * (M / K) * max(1, outdeg)`` (``--rules
+page``), ``K`` the pages known: relative to the mean cash per known page
+(under ``known`` exactly ACL's ``eps * outdeg``, the teleport being 1 per
+page). ``total`` bounds the whole crawl's work (about ``1 / ((1 - d) eps)``
+pushes of a unit, whatever the graph's size), ``page`` the work per fetch.
 
 Work per fetch: pushes (the release of the fetched page counts as one) and
 edges touched (out-links credited), mean / p99 / max / total over the crawl.
@@ -84,13 +89,14 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_ordering import load  # noqa: E402
 
 from scrapy_aopic.sim.pagerank import DAMPING, pagerank  # noqa: E402
-from scrapy_aopic.sim.policies import BatchPageRank, EnginePolicy, Policy  # noqa: E402
+from scrapy_aopic.sim.policies import BatchPageRank, EnginePolicy, Policy, shipped_engine_kwargs  # noqa: E402
 from scrapy_aopic.sim.report import markdown_table  # noqa: E402
+from scrapy_aopic.store.base import Link  # noqa: E402
 from scrapy_aopic.sim.runner import FRACTIONS, compare  # noqa: E402
 
 UNKNOWN, PENDING, CRAWLED = 0, 1, 2
 TELEPORTS = ("known", "seeds", "lambda-cash", "lambda-uniform")
-RULES = ("degree", "mass")
+RULES = ("total", "page")
 
 
 class PushRank(Policy):
@@ -98,13 +104,13 @@ class PushRank(Policy):
 
     family = "prototype"
 
-    def __init__(self, eps: float = 1e-4, teleport: str = "known", rule: str = "degree", damping: float = DAMPING):
+    def __init__(self, eps: float = 1e-4, teleport: str = "known", rule: str = "page", damping: float = DAMPING):
         if teleport not in TELEPORTS:
             raise ValueError(f"teleport: one of {TELEPORTS}")
         if rule not in RULES:
             raise ValueError(f"rule: one of {RULES}")
         self.eps, self.teleport, self.rule, self.damping = eps, teleport, rule, damping
-        self.name = f"push {teleport} eps={eps:g}" + ("" if rule == "degree" else f" ({rule})")
+        self.name = f"push {teleport} eps={eps:g}" + ("" if rule == "total" else f" per page")
 
     # -- set-up ---------------------------------------------------------------
 
@@ -153,8 +159,8 @@ class PushRank(Policy):
         return self.r[v] - self.mark[v] if self.teleport == "lambda-uniform" else self.r[v]
 
     def _threshold(self, u: int) -> float:
-        t = self.eps * self.total
-        return t * max(1, len(self.links[u])) if self.rule == "degree" else t
+        per_degree = self.eps * max(1, len(self.links[u]))
+        return per_degree * (self.total if self.rule == "total" else self.total / self.next_seq)
 
     # -- moving cash -----------------------------------------------------------
 
@@ -288,6 +294,26 @@ class PushRank(Policy):
         }
 
 
+class EngineTeleport(EnginePolicy):
+    """The engine as shipped (``engine.add_seed``, ``store.inject``: no code
+    change) given one seed's cash for every URL it discovers, before the
+    visit that found it credits it: ``known``'s teleport in AOPIC's books
+    (the cash put in grows by one seed's cash per URL discovered)."""
+
+    family = "prototype"
+
+    def __init__(self, **kwargs):
+        super().__init__(**{**shipped_engine_kwargs(), **kwargs})
+        self.name = "engine + cash per new URL" + "".join(f" {k}={v}" for k, v in kwargs.items())
+
+    def fetched(self, node, links, new):
+        host, names = self.host, self.host_names
+        depth = self.lease.depth + 1
+        for v in new:
+            self.engine.add_seed(Link(str(v), names[host[v]], depth))
+        super().fetched(node, links, new)
+
+
 def run(graphs, eps_values, teleports, rules, baselines: bool) -> None:
     header = ["graph", "policy"] + [f"@{f:.0%}" for f in FRACTIONS] + ["tau @10 %", "top-100 @10 %", "CPU s"]
     work_header = [
@@ -301,7 +327,7 @@ def run(graphs, eps_values, teleports, rules, baselines: bool) -> None:
             continue
         graph.name = name
         true_rank = pagerank(graph)
-        policies: list[Policy] = [EnginePolicy.shipped(), BatchPageRank(0.01)] if baselines else []
+        policies: list[Policy] = [EnginePolicy.shipped(), BatchPageRank(0.01), EngineTeleport()] if baselines else []
         policies += [PushRank(e, t, rule) for rule in rules for t in teleports for e in eps_values]
         for policy in policies:
             started = time.process_time()
@@ -337,10 +363,12 @@ def run(graphs, eps_values, teleports, rules, baselines: bool) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--graphs", default="rust-doc,python3-doc,postgresql-doc-15,synthetic-100k")
-    parser.add_argument("--eps", default="1e-3,1e-4,1e-5", help="thresholds, relative to all cash put in")
+    parser.add_argument("--eps", default="0.1,0.01", help="thresholds (see --rules)")
     parser.add_argument("--teleports", default=",".join(TELEPORTS))
-    parser.add_argument("--rules", default="degree")
-    parser.add_argument("--no-baselines", action="store_true", help="skip the shipped engine and batch PageRank")
+    parser.add_argument("--rules", default="page", help="threshold rules: page (per known page), total (of all cash)")
+    parser.add_argument(
+        "--no-baselines", action="store_true", help="skip the shipped engine, batch PageRank, the engine with cash per new URL"
+    )
     args = parser.parse_args()
     run(
         [g for g in args.graphs.split(",") if g],

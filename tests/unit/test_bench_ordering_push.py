@@ -46,7 +46,7 @@ def crawl(policy, graph, steps):
 @pytest.mark.parametrize("teleport", ["known", "seeds", "lambda-cash", "lambda-uniform"])
 def test_books_balance_after_every_fetch(push, teleport):
     graph = scale_free_web(2000, seed=2)
-    policy = push.PushRank(1e-5, teleport)
+    policy = push.PushRank(1e-5, teleport, "total")
     seen = set()
     moved = 0
     for node in crawl(policy, graph, 600):
@@ -78,10 +78,10 @@ def known_graph_rank(graph, crawled, known):
 def test_pushed_to_convergence_it_is_known_graph_pagerank(push):
     """With a negligible threshold and the ``known`` teleport, a pending
     URL's cash and a crawled page's estimate are the known graph's PageRank
-    times one common factor, after a crawl of 300 pages."""
+    times one common factor, after a crawl of 200 pages."""
     graph = scale_free_web(1500, seed=5)
-    policy = push.PushRank(1e-15, "known")
-    crawled = list(crawl(policy, graph, 300))
+    policy = push.PushRank(1e-12, "known", "total")
+    crawled = list(crawl(policy, graph, 200))
     known = [v for v in range(graph.n) if policy.state[v]]
     rank = known_graph_rank(graph, crawled, known)
     a = 1 - policy.damping
@@ -94,9 +94,24 @@ def test_pushed_to_convergence_it_is_known_graph_pagerank(push):
 
 def test_the_threshold_bounds_the_work(push):
     graph = scale_free_web(2000, seed=2)
-    coarse, fine = push.PushRank(1e-3, "known"), push.PushRank(1e-7, "known")
+    coarse, fine = push.PushRank(0.3, "known", "page"), push.PushRank(1e-3, "known", "page")
     for policy in (coarse, fine):
         for _ in crawl(policy, graph, 500):
             pass
     assert sum(coarse.pushes) < sum(fine.pushes)
     assert coarse.books()["crawled residual"] > fine.books()["crawled residual"]
+
+
+def test_engine_with_cash_per_new_url_keeps_its_books(push):
+    """The shipped engine given one seed's cash per URL discovered: every
+    URL known brought exactly that much, and the engine's books balance."""
+    graph = scale_free_web(2000, seed=2)
+    policy = push.EngineTeleport()
+    fetched = 0
+    for _ in crawl(policy, graph, 400):
+        fetched += 1
+        engine = policy.engine
+        totals = engine.totals()
+        assert totals.injected == pytest.approx(totals.known * engine.seed_cash, rel=1e-12)
+        assert engine.conservation_error() <= 1e-9 * totals.injected
+    assert fetched == 400 and policy.engine.totals().known > 400
