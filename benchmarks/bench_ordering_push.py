@@ -9,6 +9,7 @@ propagation" in ``docs/benchmarks.rst``::
     python benchmarks/bench_ordering_push.py        # 4 graphs, 4 teleports, eps 0.1 and 0.01 per page
     python benchmarks/bench_ordering_push.py --no-baselines --teleports known --rules total --eps 1e-5,1e-6,1e-7
     python benchmarks/bench_ordering_push.py --graphs synthetic-1M --teleports known --eps 0.1
+    python benchmarks/bench_ordering_push.py --no-baselines --teleports none --shares 0.1,0.01,0.001
 
 The mechanism, in AOPIC's words. Every known page ``u`` has an estimate
 ``p[u]`` (settled importance, crawled pages only) and a residual ``r[u]``
@@ -302,19 +303,22 @@ class EngineTeleport(EnginePolicy):
 
     family = "prototype"
 
-    def __init__(self, **kwargs):
+    def __init__(self, share: float = 1.0, **kwargs):
         super().__init__(**{**shipped_engine_kwargs(), **kwargs})
-        self.name = "engine + cash per new URL" + "".join(f" {k}={v}" for k, v in kwargs.items())
+        self.share = share  # of a seed's cash, per URL discovered
+        self.name = "engine + cash per new URL" + (f" x{share:g}" if share != 1 else "")
+        self.name += "".join(f" {k}={v}" for k, v in kwargs.items())
 
     def fetched(self, node, links, new):
         host, names = self.host, self.host_names
         depth = self.lease.depth + 1
+        cash = self.share * self.engine.seed_cash
         for v in new:
-            self.engine.add_seed(Link(str(v), names[host[v]], depth))
+            self.engine.add_seed(Link(str(v), names[host[v]], depth), cash)
         super().fetched(node, links, new)
 
 
-def run(graphs, eps_values, teleports, rules, baselines: bool) -> None:
+def run(graphs, eps_values, teleports, rules, baselines: bool, shares=(1.0,)) -> None:
     header = ["graph", "policy"] + [f"@{f:.0%}" for f in FRACTIONS] + ["tau @10 %", "top-100 @10 %", "CPU s"]
     work_header = [
         "graph", "policy", "pushes / fetch (mean)", "p99", "edges / fetch (mean)", "p99", "max",
@@ -327,7 +331,8 @@ def run(graphs, eps_values, teleports, rules, baselines: bool) -> None:
             continue
         graph.name = name
         true_rank = pagerank(graph)
-        policies: list[Policy] = [EnginePolicy.shipped(), BatchPageRank(0.01), EngineTeleport()] if baselines else []
+        policies: list[Policy] = [EnginePolicy.shipped(), BatchPageRank(0.01)] if baselines else []
+        policies += [EngineTeleport(share) for share in shares]
         policies += [PushRank(e, t, rule) for rule in rules for t in teleports for e in eps_values]
         for policy in policies:
             started = time.process_time()
@@ -367,15 +372,19 @@ def main() -> int:
     parser.add_argument("--teleports", default=",".join(TELEPORTS))
     parser.add_argument("--rules", default="page", help="threshold rules: page (per known page), total (of all cash)")
     parser.add_argument(
-        "--no-baselines", action="store_true", help="skip the shipped engine, batch PageRank, the engine with cash per new URL"
+        "--no-baselines", action="store_true", help="skip the shipped engine and batch PageRank"
+    )
+    parser.add_argument(
+        "--shares", default="1", help="the engine given this share of a seed's cash per URL discovered ('none': skip)"
     )
     args = parser.parse_args()
     run(
         [g for g in args.graphs.split(",") if g],
         [float(e) for e in args.eps.split(",")],
-        args.teleports.split(","),
+        [t for t in args.teleports.split(",") if t and t != "none"],
         args.rules.split(","),
         not args.no_baselines,
+        [] if args.shares == "none" else [float(x) for x in args.shares.split(",")],
     )
     return 0
 
