@@ -92,8 +92,8 @@ from bench_ordering import load  # noqa: E402
 from scrapy_aopic.sim.pagerank import DAMPING, pagerank  # noqa: E402
 from scrapy_aopic.sim.policies import BatchPageRank, EnginePolicy, Policy, shipped_engine_kwargs  # noqa: E402
 from scrapy_aopic.sim.report import markdown_table  # noqa: E402
-from scrapy_aopic.store.base import Link  # noqa: E402
 from scrapy_aopic.sim.runner import FRACTIONS, compare  # noqa: E402
+from scrapy_aopic.store.base import Link  # noqa: E402
 
 UNKNOWN, PENDING, CRAWLED = 0, 1, 2
 TELEPORTS = ("known", "seeds", "lambda-cash", "lambda-uniform")
@@ -105,13 +105,13 @@ class PushRank(Policy):
 
     family = "prototype"
 
-    def __init__(self, eps: float = 1e-4, teleport: str = "known", rule: str = "page", damping: float = DAMPING):
+    def __init__(self, eps: float = 0.1, teleport: str = "known", rule: str = "page", damping: float = DAMPING):
         if teleport not in TELEPORTS:
             raise ValueError(f"teleport: one of {TELEPORTS}")
         if rule not in RULES:
             raise ValueError(f"rule: one of {RULES}")
         self.eps, self.teleport, self.rule, self.damping = eps, teleport, rule, damping
-        self.name = f"push {teleport} eps={eps:g}" + ("" if rule == "total" else f" per page")
+        self.name = f"push {teleport} eps={eps:g}" + ("" if rule == "total" else " per page")
 
     # -- set-up ---------------------------------------------------------------
 
@@ -248,9 +248,8 @@ class PushRank(Policy):
         self.pushes.append(pushes)
         self.edges.append(edges)
         if len(self.heap) > 2 * self.pending + 1024:  # drop stale entries
-            state = self.state
-            self.heap = [(-self._key(v), self.seq[v], v) for _, _, v in self.heap if state[v] == PENDING]
-            self.heap = list({e[2]: e for e in self.heap}.values())
+            live = {v for _, _, v in self.heap if self.state[v] == PENDING}
+            self.heap = [(-self._key(v), self.seq[v], v) for v in live]
             heapq.heapify(self.heap)
 
     # -- books and estimate ----------------------------------------------------
@@ -265,7 +264,7 @@ class PushRank(Policy):
     def books(self) -> dict:
         """All cash recounted (O(n)): sums to ``self.total`` after every fetch."""
         state = self.state
-        parts = {"p": [], "crawled residual": [], "pending": [], "": [self.pool, self.dangling, self.leased]}
+        parts = {"p": [], "crawled residual": [], "pending": [], "lambda, set aside, in flight": [self.pool, self.dangling, self.leased]}
         for v in range(len(state)):
             if state[v] == CRAWLED:
                 parts["p"].append(self.p[v])
