@@ -6,7 +6,8 @@ known graph's PageRank up to date by forward push (Andersen, Chung, Lang
 pending URLs by it. One command prints every figure of "Online push
 propagation" in ``docs/benchmarks.rst``::
 
-    python benchmarks/bench_ordering_push.py        # 4 graphs, 4 teleports, eps 0.1 and 0.01 per page
+    python benchmarks/bench_ordering_push.py        # 4 graphs, teleports known and seeds, eps 0.1 and 0.01 per page
+    python benchmarks/bench_ordering_push.py --no-baselines --shares none --teleports lambda-cash,lambda-uniform --eps 0.1
     python benchmarks/bench_ordering_push.py --no-baselines --teleports known --rules total --eps 1e-5,1e-6,1e-7
     python benchmarks/bench_ordering_push.py --graphs synthetic-1M --teleports known --eps 0.1
     python benchmarks/bench_ordering_push.py --no-baselines --teleports none --shares 0.1,0.01,0.001
@@ -368,7 +369,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--graphs", default="rust-doc,python3-doc,postgresql-doc-15,synthetic-100k")
     parser.add_argument("--eps", default="0.1,0.01", help="thresholds (see --rules)")
-    parser.add_argument("--teleports", default=",".join(TELEPORTS))
+    parser.add_argument("--teleports", default="known,seeds", help=f"of {', '.join(TELEPORTS)}")
     parser.add_argument("--rules", default="page", help="threshold rules: page (per known page), total (of all cash)")
     parser.add_argument(
         "--no-baselines", action="store_true", help="skip the shipped engine and batch PageRank"
