@@ -3,8 +3,11 @@
 A prototype (simulation only, not in the engine): ``PushRank`` keeps the
 known graph's PageRank up to date by forward push (Andersen, Chung, Lang
 2006; for a graph growing by crawls, Zhang, Lofgren, Goel 2016) and orders
-pending URLs by it. One command prints every figure of "Online push
-propagation" in ``docs/benchmarks.rst``::
+pending URLs by it; ``EngineTeleport`` gives the shipped engine the same
+source of cash (a share of a seed's cash per URL discovered). These commands
+print every figure of "Online push propagation" in ``docs/benchmarks.rst``
+(the first one also the shipped engine, batch PageRank every 1 % and the
+engine with a seed's cash per new URL)::
 
     python benchmarks/bench_ordering_push.py        # 4 graphs, teleports known and seeds, eps 0.1 and 0.01 per page
     python benchmarks/bench_ordering_push.py --no-baselines --shares none --teleports lambda-cash,lambda-uniform --eps 0.1
