@@ -268,7 +268,12 @@ class PushRank(Policy):
     def books(self) -> dict:
         """All cash recounted (O(n)): sums to ``self.total`` after every fetch."""
         state = self.state
-        parts = {"p": [], "crawled residual": [], "pending": [], "lambda, set aside, in flight": [self.pool, self.dangling, self.leased]}
+        parts = {
+            "p": [],
+            "crawled residual": [],
+            "pending": [],
+            "lambda, set aside, in flight": [self.pool, self.dangling, self.leased],
+        }
         for v in range(len(state)):
             if state[v] == CRAWLED:
                 parts["p"].append(self.p[v])
@@ -300,9 +305,9 @@ class PushRank(Policy):
 
 class EngineTeleport(EnginePolicy):
     """The engine as shipped (``engine.add_seed``, ``store.inject``: no code
-    change) given one seed's cash for every URL it discovers, before the
-    visit that found it credits it: ``known``'s teleport in AOPIC's books
-    (the cash put in grows by one seed's cash per URL discovered)."""
+    change) given ``share`` of a seed's cash for every URL it discovers,
+    before the visit that found it credits it: ``known``'s teleport in
+    AOPIC's books (the cash put in grows with every URL discovered)."""
 
     family = "prototype"
 
