@@ -162,7 +162,8 @@ def main() -> None:
         results: dict[str, list[dict]] = {name: [] for name in setups}
         for round_number in range(args.rounds):
             for name in (list(setups) if round_number % 2 == 0 else list(reversed(setups))):
-                results[name].append(run(*setups[name][:1], root, setups[name][1]))
+                tree, addon = setups[name]
+                results[name].append(run(tree, root, addon))
         first = results["this"][0]
         print(f"{root}: {first['pages']} pages, {first['links']} links; CPU ms per page, median of {args.rounds} rounds")
         print(f"  {'':6}" + "".join(f"{part:>10}" for part in PARTS) + f"{'total':>10}{'/ plain':>9}")

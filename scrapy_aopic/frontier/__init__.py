@@ -82,9 +82,13 @@ def _forget_issued(meta: dict) -> None:
     if not ISSUED_META.isdisjoint(meta):
         for name in ISSUED_META:
             meta.pop(name, None)
-#: ``scheme://netloc`` of a URL whose first ``:`` opens its first ``://``
-#: after a scheme (``origin_of``, for URLs ``_link_host`` may read so).
+
+
+#: ``scheme://netloc`` (as ``origin_of`` reads it) of a URL whose first
+#: ``:`` opens its first ``://``, after a scheme: what ``_link_host`` reads.
 _SCHEME_ORIGIN = re.compile(r"[^:]+://[^/?#]*").match
+
+
 def _scrapy_urlparse_cache() -> weakref.WeakKeyDictionary | None:
     """The memo of Scrapy's ``urlparse_cached`` (request -> ``urlparse`` of
     its URL; the same in Scrapy 2.13 to 2.19), or None if this Scrapy has
