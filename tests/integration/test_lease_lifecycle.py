@@ -378,7 +378,7 @@ def test_a_gated_request_s_follow_up_frees_the_gate_through_the_frontier_s_one_r
     from scrapy_aopic.middlewares.traps import GATE, Soft404Middleware, guard_of
 
     scheduler, crawler = make()
-    middleware = Soft404Middleware.from_crawler(crawler)
+    Soft404Middleware.from_crawler(crawler)  # registers the gate's hook with the frontier
     signal = getattr(signals, signal_name)
     assert len(_add_on_receivers(crawler, signal)) == 1
     gate = guard_of(crawler).gate
@@ -392,4 +392,3 @@ def test_a_gated_request_s_follow_up_frees_the_gate_through_the_frontier_s_one_r
     # A link without the key leaves the gate alone.
     crawler.signals.send_catch_log(signal, request=Request("http://a.example/dir/other"), spider=None)
     assert not gate.enter(keys)
-    del middleware
