@@ -1,6 +1,7 @@
 """End to end: pages/s of a real `scrapy crawl` with scrapy-aopic vs plain Scrapy.
 
     python benchmarks/bench_e2e.py [--root DIR ...] [--pages 3000] [--rounds 2] [--base CHECKOUT]
+                                   [--addon-setting NAME=VALUE ...]
     python benchmarks/bench_e2e.py --root /usr/share/doc/postgresql-doc-15/html \
         --root /usr/share/doc/python3.11/html --rounds 3     # two sites, about 10 minutes
     python benchmarks/bench_e2e.py --root /usr/share/doc/rust-doc/html --pages 40000   # 20 minutes
@@ -18,6 +19,9 @@ on) and one with ``-s ADDONS={}`` (plain Scrapy), alternating the order, for
 ``--rounds`` rounds. With ``--base CHECKOUT`` (e.g. ``git worktree add
 /tmp/base main``) the add-on of that checkout is a third setup in every
 round, so that a change is measured against its base in one session.
+``--addon-setting NAME=VALUE`` (repeatable) sets a Scrapy setting for the
+add-on's crawls only, e.g. ``AOPIC_SIMHASH_ENABLED=False`` to see what an
+optional part costs.
 
 It prints pages/s and the crawler's CPU milliseconds per page for each run,
 then per setup and round the ratios to plain Scrapy (add-on / plain: pages/s,
@@ -79,10 +83,12 @@ def serve(directory: str) -> tuple[ThreadingHTTPServer, str]:
     return server, f"http://127.0.0.1:{server.server_address[1]}/"
 
 
-def crawl(seed: str, pages: int, setup: str, workdir: Path, tree: Path = ROOT) -> dict:
+def crawl(seed: str, pages: int, setup: str, workdir: Path, tree: Path = ROOT,
+          addon_settings: tuple[str, ...] = ()) -> dict:
     """One ``scrapy crawl broad`` from ``tree``'s example project; ``setup``
-    is ``plain`` (``ADDONS={}``) or an add-on label. Returns its figures and
-    the set of URLs it fetched."""
+    is ``plain`` (``ADDONS={}``) or an add-on label (its crawls get the
+    ``NAME=VALUE`` of ``addon_settings`` too). Returns its figures and the
+    set of URLs it fetched."""
     stem = f"crawl-{setup}-{time.monotonic_ns()}"
     log, fetched = workdir / f"{stem}.log", workdir / f"{stem}.urls"
     command = [
@@ -98,6 +104,9 @@ def crawl(seed: str, pages: int, setup: str, workdir: Path, tree: Path = ROOT) -
     ]
     if setup == "plain":
         command += ["-s", "ADDONS={}"]
+    else:
+        for setting in addon_settings:
+            command += ["-s", setting]
     # The crawl logs to LOG_FILE; its stdout is discarded so that it cannot
     # interleave with (or truncate) this script's result lines.
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -129,21 +138,23 @@ def crawl(seed: str, pages: int, setup: str, workdir: Path, tree: Path = ROOT) -
     }
 
 
-def run_site(root: str, pages: int, rounds: int, base: Path | None) -> None:
+def run_site(root: str, pages: int, rounds: int, base: Path | None, addon_settings: tuple[str, ...] = ()) -> None:
     """Alternating rounds on one doc tree: plain Scrapy, the add-on, and
     (with ``--base``) the add-on of another checkout."""
     server, seed = serve(root)
     trees = {"plain": ROOT, "scrapy-aopic": ROOT}
     if base is not None:
         trees["base"] = base
-    print(f"serving {root} at {seed}; {pages} responses per crawl, {rounds} rounds", flush=True)
+    print(f"serving {root} at {seed}; {pages} responses per crawl, {rounds} rounds"
+          + (f"; add-on crawls with {', '.join(addon_settings)}" if addon_settings else ""), flush=True)
     results: dict[str, list[dict]] = {setup: [] for setup in trees}
     with tempfile.TemporaryDirectory() as tmp:
         for round_number in range(rounds):
             order = list(trees) if round_number % 2 == 0 else list(reversed(trees))
             for setup in order:
-                r = crawl(seed, pages, setup, Path(tmp), trees[setup])
-                startup = crawl(seed + "aopic-bench-missing-page.html", pages, setup, Path(tmp), trees[setup])["cpu_s"]
+                r = crawl(seed, pages, setup, Path(tmp), trees[setup], addon_settings)
+                startup = crawl(seed + "aopic-bench-missing-page.html", pages, setup, Path(tmp), trees[setup],
+                                addon_settings)["cpu_s"]
                 r["startup_cpu_s"] = startup
                 r["steady_cpu_ms_per_page"] = (r["cpu_s"] - startup) / (r["responses"] - 1) * 1000
                 results[setup].append(r)
@@ -190,12 +201,15 @@ def main() -> None:
     parser.add_argument("--base", type=Path,
                         help="another checkout (e.g. a git worktree of main): its add-on is a third "
                              "setup in every round, so a change is measured in the same session")
+    parser.add_argument("--addon-setting", action="append", default=[], metavar="NAME=VALUE",
+                        help="a Scrapy setting for the add-on's crawls (e.g. AOPIC_SIMHASH_ENABLED=False); repeat")
     args = parser.parse_args()
     roots = args.root or [next((c for c in CANDIDATES if Path(c).is_dir()), None)]
     if roots[0] is None:
         sys.exit("no doc tree found: apt-get install postgresql-doc-15, or pass --root DIR")
     for root in roots:
-        run_site(root, args.pages, args.rounds, args.base.resolve() if args.base else None)
+        run_site(root, args.pages, args.rounds, args.base.resolve() if args.base else None,
+                 tuple(args.addon_setting))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ from weakref import WeakKeyDictionary
 
 import logging
 
-from scrapy import signals
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import HtmlResponse, TextResponse
 
@@ -205,8 +204,7 @@ class Soft404Middleware:
         # A redirect or a retry goes back to the scheduler with the meta of
         # the request that held the gate (and may be dropped there, or wait
         # long): the gate is freed then, and the follow-up takes it anew.
-        crawler.signals.connect(mw._leave_gate, signal=signals.request_scheduled)
-        crawler.signals.connect(mw._leave_gate, signal=signals.request_dropped)
+        mw.frontier.watch_follow_ups(GATE, mw._leave_gate)
         return mw
 
     def process_response(self, request: Request, response: Response, spider: Spider | None = None) -> Response:

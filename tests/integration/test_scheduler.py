@@ -617,3 +617,45 @@ def test_priority_horizon_reaches_the_store_and_survives_a_resume(tmp_path, jobd
     assert crawler2.stats.get_value("aopic/priority_fallback") is None
     assert [again.frontier.store.order_at_rank(r) for r in range(1, 20)] == order
     assert again.frontier.engine.conservation_error() < 1e-12
+
+
+def test_links_passed_on_carry_the_url_parse_scrapys_offsite_check_asks_for():
+    """Scrapy's OffsiteMiddleware parses every scheduled link's URL
+    (``urlparse_cached``) to ask the rule the frontier's offsite filter has
+    just applied: the links the frontier passes on carry that parse
+    already, equal to ``urlparse`` of their URL, one value per URL string
+    (but for URLs with a fragment).
+    What is refused and fetched stays the same."""
+    from urllib.parse import urlparse
+
+    from scrapy.downloadermiddlewares.offsite import OffsiteMiddleware
+    from scrapy.http import HtmlResponse
+    from scrapy.utils.httpobj import _urlparse_cache, urlparse_cached
+
+    class Sites(BroadSpider):
+        allowed_domains = ["a.example"]
+
+    crawler = get_crawler(Sites, {"ADDONS": {"scrapy_aopic.Addon": 0}})
+    spider = Sites()
+    offsite = OffsiteMiddleware.from_crawler(crawler)
+    offsite.spider_opened(spider)
+    scheduler = AopicScheduler.from_crawler(crawler)
+    frontier = scheduler.frontier
+    frontier.probe.downloader_middlewares = lambda: [offsite]
+    scheduler.open(spider)
+    scheduler.enqueue_request(seed("http://a.example/"))
+    request = scheduler.next_request()
+    urls = ["http://a.example/p?x=1", "http://a.example/p?x=1#f", "http://b.example/q",
+            "http://A.example:80/r;s?t#u", "http://a.example/p?x=1"]  # fmt: skip
+    links = [Request(url) for url in urls]
+    passed = frontier.visit(HtmlResponse(request.url, body=b"<p>links</p>", request=request), links)
+    assert [r.url for r in passed] == [links[i].url for i in (0, 1, 3, 4)]  # b.example refused
+    assert passed[1] not in _urlparse_cache  # "#f": left to Scrapy
+    for link in passed:
+        # Scrapy will not parse it again (a URL with a fragment, another
+        # string for each section of a page, is left to Scrapy).
+        assert "#" in link.url or link in _urlparse_cache
+        assert urlparse_cached(link) == urlparse(link.url)
+        assert offsite.should_follow(link, spider)
+    assert urlparse_cached(passed[0]) is urlparse_cached(passed[3])  # one parse per URL string
+    assert crawler.stats.get_value("aopic/refused/offsite") == 1

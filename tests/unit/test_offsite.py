@@ -67,3 +67,40 @@ def test_a_custom_rule_is_asked_about_every_link():
 
 def test_no_offsite_middleware_no_filter():
     assert OffsiteLinkFilter.for_middlewares([object()], Sites()) is None
+
+
+def _origin_by_find(url: str) -> str:
+    """``origin_of`` as it was written before the regular expression: the
+    reference the faster one must agree with on every string."""
+    start = url.find("://")
+    if start < 0:
+        return url
+    end = len(url)
+    for mark in "/?#":
+        i = url.find(mark, start + 3)
+        if 0 <= i < end:
+            end = i
+    return url[:end]
+
+
+def test_origin_of_and_the_link_host_origin_agree_with_the_find_based_reading():
+    import random
+
+    from scrapy_aopic.frontier import _SCHEME_ORIGIN
+    from scrapy_aopic.hygiene.domains import origin_of
+
+    rng = random.Random(18)
+    pieces = ["http", "://", ":", "/", "?", "#", "a", ".", "\n", "é", "[::1]", "@", "x://y"]
+    samples = ["http://a.example/p?q#f", "https://a.example", "mailto:a@b", "://x/y", "a/b://c/d",
+               "http://h?x=http://i/j", "", "http:/x", "http://h\n/x"]  # fmt: skip
+    samples += ["".join(rng.choice(pieces) for _ in range(rng.randrange(12))) for _ in range(20000)]
+    for url in samples:
+        assert origin_of(url) == _origin_by_find(url), url
+        # Frontier._link_host reads the origin itself where the first ":"
+        # opens the first "://" after a scheme, and asks host_of otherwise.
+        start = url.find("://")
+        fast = start > 0 and url.find(":") == start
+        match = _SCHEME_ORIGIN(url)
+        assert (match is not None) == fast, url
+        if fast:
+            assert match.group() == _origin_by_find(url), url
