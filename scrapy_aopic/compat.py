@@ -95,6 +95,20 @@ def mark_crawl_failed(crawler: Any) -> None:
     crawler.spider = None
 
 
+def scrapy_urlparse_cache() -> Any:
+    """The memo of Scrapy's ``urlparse_cached`` (a ``WeakKeyDictionary``:
+    request -> ``urlparse`` of its URL; the same in Scrapy 2.13 to the
+    latest), or None if this Scrapy has none of that form. The frontier
+    fills it for the links it passes on, so Scrapy's OffsiteMiddleware does
+    not parse each URL again."""
+    import weakref
+
+    from scrapy.utils import httpobj
+
+    cache = getattr(httpobj, "_urlparse_cache", None)
+    return cache if isinstance(cache, weakref.WeakKeyDictionary) else None
+
+
 def keep_cookie_domains_offline() -> bool:
     """Make Scrapy's CookiesMiddleware split cookie domains with the offline
     public-suffix list (its own ``TLDExtract()`` downloads the list the first

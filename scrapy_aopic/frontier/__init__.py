@@ -42,7 +42,7 @@ from .. import signals as aopic_signals
 from ..engine import AopicEngine, RankedPage
 from ..hygiene.canonical import build_canonicalizer
 from ..meta import CASH, DOWNLOAD_SLOT, DUPLICATE_DISTANCE, DUPLICATE_OF, KEY, LEASE, LINK, REGISTERED
-from ..compat import close_spider, keep_cookie_domains_offline
+from ..compat import close_spider, keep_cookie_domains_offline, scrapy_urlparse_cache
 from ..store.base import STATE_NAMES, FrontierLost, FrontierStore, Lease, Link, StoreStalled, StoreUnavailable
 from ..store.journal import JournaledStore
 from ..store.memory import MemoryStore
@@ -87,16 +87,6 @@ def _forget_issued(meta: dict) -> None:
 #: ``scheme://netloc`` (as ``origin_of`` reads it) of a URL whose first
 #: ``:`` opens its first ``://``, after a scheme: what ``_link_host`` reads.
 _SCHEME_ORIGIN = re.compile(r"[^:]+://[^/?#]*").match
-
-
-def _scrapy_urlparse_cache() -> weakref.WeakKeyDictionary | None:
-    """The memo of Scrapy's ``urlparse_cached`` (request -> ``urlparse`` of
-    its URL; the same in Scrapy 2.13 to 2.19), or None if this Scrapy has
-    none of that form."""
-    from scrapy.utils import httpobj
-
-    cache = getattr(httpobj, "_urlparse_cache", None)
-    return cache if isinstance(cache, weakref.WeakKeyDictionary) else None
 
 
 #: File in ``JOBDIR`` holding the direct lane between runs.
@@ -302,7 +292,7 @@ class Frontier:
         self._offsite = offsite
         if offsite is not None:
             self.link_filters.register(offsite, first=True)  # the cheapest and most common refusal
-            self._scrapy_parses = _scrapy_urlparse_cache()
+            self._scrapy_parses = scrapy_urlparse_cache()
         if isinstance(self.store, JournaledStore):
             if self.store.requeued_on_open:
                 self.stats.inc_value("aopic/resumed_in_flight", self.store.requeued_on_open)
