@@ -1064,6 +1064,12 @@ class OverdueQueue:
     def __len__(self) -> int:
         return len(self._live)
 
+    def maybe_due(self, now: float) -> bool:
+        """Whether :meth:`pop` may find something at ``now`` (``False``:
+        it would return ``None``; stale entries may make it ``True``)."""
+        order = self._order
+        return bool(order) and order[0][0] <= now
+
     def _first(self, host: str) -> tuple[float, int, str] | None:
         """The host's first live entry (stale ones dropped)."""
         heap = self._hosts.get(host)

@@ -105,6 +105,12 @@ def profile_key(url: str) -> tuple[str, str]:
     return f"{host}/{first}", host
 
 
+#: hour of the day of each bin, and for each weekday boundary (0-23 hours
+#: after UTC midnight) the weekday of each bin (RateProfile._product_model)
+_HOUR_OF_BIN = [b % 24 for b in range(BINS)]
+_DAY_OF_BIN = [[((b + shift) // 24) % 7 for b in range(BINS)] for shift in range(24)]
+
+
 class WeeklyRates:
     """A fixed 168-bin piecewise-constant rate (events per second) with
     fast integrals; what the planner integrates over.
@@ -112,7 +118,7 @@ class WeeklyRates:
     :param rates: 168 non-negative rates, bin 0 = Monday 00:00-01:00 UTC.
     """
 
-    __slots__ = ("rates", "_cumulative", "_cumulative2", "week_total", "mean")
+    __slots__ = ("rates", "_cumulative", "_cumulative2", "week_total", "mean", "_boundaries")
 
     def __init__(self, rates: Sequence[float]):
         if len(rates) != BINS:
@@ -130,6 +136,7 @@ class WeeklyRates:
         self._cumulative2 = cumulative2
         self.week_total = cumulative[-1]  #: expected events in one week
         self.mean = self.week_total / WEEK  #: mean rate over the week
+        self._boundaries: list[float] | None = None  # see _boundary
 
     @classmethod
     def flat(cls, rate: float) -> WeeklyRates:
@@ -201,6 +208,22 @@ class WeeklyRates:
         integral = total * WEEK * weeks * (weeks - 1) / 2 + weeks * self._cumulative2[-1]
         return events, integral + weeks * total * offset + within2
 
+    def _boundary(self, k: int) -> float:
+        """``C(k * HOUR)``: :meth:`_waiting`'s integral at an hour boundary,
+        where its terms of the partial hour vanish (the same arithmetic)."""
+        weeks, b = divmod(k, BINS)
+        total = self.week_total
+        integral = total * WEEK * weeks * (weeks - 1) / 2 + weeks * self._cumulative2[-1]
+        return integral + weeks * total * (b * HOUR) + self._cumulative2[b]
+
+    def _two_weeks(self) -> list[float]:
+        """``[_boundary(k) for k in range(2 * BINS)]``, bit for bit, in a
+        tenth of the time: with ``weeks`` 0 or 1 the products by it are
+        exact (0 or the factor itself) and adding 0.0 changes nothing."""
+        cumulative2 = self._cumulative2
+        week2, total = cumulative2[-1], self.week_total
+        return cumulative2[:BINS] + [week2 + total * (b * HOUR) + cumulative2[b] for b in range(BINS)]
+
     def time_to_delay(self, t0: float, target: float, horizon: float) -> float:
         """Smallest ``t`` in ``[t0, t0 + horizon]`` where the expected total
         waiting time of the events since ``t0`` (event-seconds,
@@ -219,22 +242,20 @@ class WeeklyRates:
         if integral - integral0 - events0 * (end - x0) < target:
             return t0 + horizon
         # First hour boundary k * HOUR (k in [lo, hi]) where the waiting
-        # reaches the target; the answer is inside the hour before it. At a
-        # boundary _waiting's terms of the partial hour vanish, so it is
-        # inlined here (the planner's hottest loop) with the same arithmetic.
+        # reaches the target; the answer is inside the hour before it. The
+        # planner's hottest loop: the boundaries' integrals of two weeks
+        # (all a horizon of up to a week needs) are a table, built once per
+        # profile (its rates never change).
         lo = math.floor(x0 / HOUR) + 1
         hi = math.ceil(end / HOUR)
-        total = self.week_total
-        cumulative, cumulative2 = self._cumulative, self._cumulative2
-        week2 = cumulative2[-1]
-        total_week = total * WEEK
+        boundaries = self._boundaries
+        if boundaries is None:
+            boundaries = self._boundaries = self._two_weeks()
         while lo < hi:
             mid = (lo + hi) // 2
             x = mid * HOUR
             if x < end:
-                weeks, b = divmod(mid, BINS)
-                integral = total_week * weeks * (weeks - 1) / 2 + weeks * week2
-                integral = integral + weeks * total * (b * HOUR) + cumulative2[b]
+                integral = boundaries[mid] if mid < 2 * BINS else self._boundary(mid)
             else:
                 x = end
                 _, integral = self._waiting(x)
@@ -278,6 +299,7 @@ class RateProfile:
         "observations",
         "_reference",
         "_last",
+        "_now",
         "_weekly",
         "_shape",
         "_fitted_at",
@@ -308,6 +330,7 @@ class RateProfile:
         # weighs more; everything is rebased before that weight overflows.
         self._reference: float | None = None
         self._last: float | None = None
+        self._now: float | None = None  # _now_weight(), until the next observation
         self._weekly: WeeklyRates | None = None
         self._shape: WeeklyRates | None = None
         self._fitted_at = -1
@@ -324,6 +347,7 @@ class RateProfile:
         if self.forget is None:
             return 1.0
         weight, self._reference = growing_weight(self._reference, t, self.forget, self._rescale)
+        self._now = None  # the reference may have moved
         return weight
 
     def _rescale(self, factor: float) -> None:
@@ -336,9 +360,16 @@ class RateProfile:
     def _now_weight(self) -> float:
         """Weight of the newest observation: dividing stored sums by it gives
         forgotten ("effective") events and seconds as of that time."""
-        if self.forget is None or self._reference is None or self._last is None:
-            return 1.0
-        return math.exp((self._last - self._reference) / self.forget)
+        weight = self._now
+        if weight is None:
+            # Asked several times per visit (the planner's shape_of reads
+            # ``events``), changed only by observe(): kept until then.
+            if self.forget is None or self._reference is None or self._last is None:
+                weight = 1.0
+            else:
+                weight = math.exp((self._last - self._reference) / self.forget)
+            self._now = weight
+        return weight
 
     def observe(self, t0: float, t1: float, count: float, at: float | None = None) -> None:
         """A visit at ``t1`` counted ``count`` events since the visit at
@@ -367,6 +398,7 @@ class RateProfile:
                 for (b, _), mass in zip(pieces, masses):
                     self.counts[b] += weight * count * mass / total
         self._last = max(t1, self._last or t1)
+        self._now = None
         self.observations += 1
 
     def _add_exposure(self, t0: float, t1: float, weight: float) -> None:
@@ -450,6 +482,9 @@ class RateProfile:
 
     def shape(self) -> WeeklyRates:
         """:meth:`weekly` divided by its mean (flat when there is no data)."""
+        shape = self._shape
+        if shape is not None and self.observations - self._fitted_at <= max(8, self._fitted_at // 50):
+            return shape  # weekly()'s test, without the call (asked twice per visit)
         weekly = self.weekly()
         if self._shape is None:
             self._shape = weekly.shape()
@@ -502,30 +537,36 @@ class RateProfile:
         """
         counts, exposure = self.counts, self.exposure
         events = self.prior_events
+        log = math.log
         best = None
-        for shift in range(24):
+        # The same arithmetic as one loop per bin with index arithmetic, in
+        # the same order (the fit, hence every decision, is bit for bit the
+        # same), with the index tables precomputed, the model built only for
+        # the best boundary, and no log() for bins that counted nothing:
+        # there ``0 * log(mean) - mean`` is exactly ``-mean``.
+        for days in _DAY_OF_BIN:
             day_counts = [0.0] * 7
             day_exposure = [0.0] * 7
-            for b in range(BINS):
-                d = ((b + shift) // 24) % 7
-                day_counts[d] += counts[b]
-                day_exposure[d] += exposure[b]
+            for d, c, e in zip(days, counts, exposure):
+                day_counts[d] += c
+                day_exposure[d] += e
             day_rate = [
                 (day_counts[d] + events) / (day_exposure[d] + beta)
                 if day_exposure[d] + beta > 0 else flat
                 for d in range(7)
             ]  # fmt: skip
-            model = [
-                hour_rate[b % 24] * day_rate[((b + shift) // 24) % 7] / flat for b in range(BINS)
-            ]
             likelihood = 0.0
-            for b in range(BINS):
-                mean = model[b] * exposure[b]
+            for h, d, c, e in zip(_HOUR_OF_BIN, days, counts, exposure):
+                mean = hour_rate[h] * day_rate[d] / flat * e
                 if mean > 0:
-                    likelihood += counts[b] * math.log(mean) - mean
+                    if c:
+                        likelihood += c * log(mean) - mean
+                    else:
+                        likelihood -= mean
             if best is None or likelihood > best[0]:
-                best = (likelihood, model)
-        return best[1]
+                best = (likelihood, day_rate, days)
+        _, day_rate, days = best
+        return [hour_rate[h] * day_rate[d] / flat for h, d in zip(_HOUR_OF_BIN, days)]
 
     # -- persistence -------------------------------------------------------------
 
