@@ -874,17 +874,22 @@ class RecrawlPlanner:
         if not heap or heap[0][0] > now:
             return []  # the hot path: nothing due (stale entries wait)
         released = []
-        while True:
-            self._clean()
-            if not heap or heap[0][0] > now:
-                return released
-            _, url = heapq.heappop(heap)
-            record = self.pages[url]
+        pages = self.pages
+        heappop = heapq.heappop
+        while heap:
+            due, url = heap[0]
+            if due > now:
+                break
+            heappop(heap)
+            record = pages.get(url)
+            if record is None or record.due != due:
+                continue  # stale (_clean's test)
             released.append(url)
             watchdog = now + self.max_interval
             # Keep the deadline of a due page: it decides who goes first.
             deadline = record.deadline if record.deadline is not None else now
             self._set_due(url, record, watchdog, deadline)
+        return released
 
     def next_wakeup(self) -> float | None:
         """When the next page falls due (``None``: nothing planned)."""

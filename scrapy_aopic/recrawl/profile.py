@@ -28,6 +28,7 @@ on.
 
 from __future__ import annotations
 
+import functools
 import math
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
@@ -109,6 +110,32 @@ def profile_key(url: str) -> tuple[str, str]:
 #: after UTC midnight) the weekday of each bin (RateProfile._product_model)
 _HOUR_OF_BIN = [b % 24 for b in range(BINS)]
 _DAY_OF_BIN = [[((b + shift) // 24) % 7 for b in range(BINS)] for shift in range(24)]
+
+
+def _likelihood(hour_rate, day_rate, days, flat, counts, exposure) -> float:
+    """The Poisson log-likelihood (up to a constant) of the bins' counts
+    under the product model (:meth:`RateProfile._product_model`), summed bin
+    after bin (no log() where nothing was counted: ``0 * log(m) - m`` is
+    exactly ``-m``)."""
+    log = math.log
+    likelihood = 0.0
+    for h, d, c, e in zip(_HOUR_OF_BIN, days, counts, exposure):
+        mean = hour_rate[h] * day_rate[d] / flat * e
+        if mean > 0:
+            if c:
+                likelihood += c * log(mean) - mean
+            else:
+                likelihood -= mean
+    return likelihood
+
+
+@functools.lru_cache(maxsize=None)
+def _index_tables():
+    """``_HOUR_OF_BIN`` and ``_DAY_OF_BIN`` as numpy arrays (made once, when
+    first needed: numpy is only imported by the fits)."""
+    import numpy as np
+
+    return np.array(_HOUR_OF_BIN), np.array(_DAY_OF_BIN)
 
 
 class WeeklyRates:
@@ -300,6 +327,7 @@ class RateProfile:
         "_reference",
         "_last",
         "_now",
+        "_events",
         "_weekly",
         "_shape",
         "_fitted_at",
@@ -331,6 +359,7 @@ class RateProfile:
         self._reference: float | None = None
         self._last: float | None = None
         self._now: float | None = None  # _now_weight(), until the next observation
+        self._events: float | None = None  # events, likewise
         self._weekly: WeeklyRates | None = None
         self._shape: WeeklyRates | None = None
         self._fitted_at = -1
@@ -347,7 +376,7 @@ class RateProfile:
         if self.forget is None:
             return 1.0
         weight, self._reference = growing_weight(self._reference, t, self.forget, self._rescale)
-        self._now = None  # the reference may have moved
+        self._now = self._events = None  # the reference may have moved
         return weight
 
     def _rescale(self, factor: float) -> None:
@@ -398,7 +427,7 @@ class RateProfile:
                 for (b, _), mass in zip(pieces, masses):
                     self.counts[b] += weight * count * mass / total
         self._last = max(t1, self._last or t1)
-        self._now = None
+        self._now = self._events = None
         self.observations += 1
 
     def _add_exposure(self, t0: float, t1: float, weight: float) -> None:
@@ -454,7 +483,10 @@ class RateProfile:
     @property
     def events(self) -> float:
         """Events recorded, after forgetting."""
-        return self._count_total / self._now_weight()
+        events = self._events
+        if events is None:  # read at every visit (shape_of), changed by observe()
+            events = self._events = self._count_total / self._now_weight()
+        return events
 
     @property
     def watched(self) -> float:
@@ -536,37 +568,66 @@ class RateProfile:
         likelihood is kept (the hour-of-day factor is the same for all).
         """
         counts, exposure = self.counts, self.exposure
-        events = self.prior_events
-        log = math.log
         best = None
-        # The same arithmetic as one loop per bin with index arithmetic, in
-        # the same order (the fit, hence every decision, is bit for bit the
-        # same), with the index tables precomputed, the model built only for
-        # the best boundary, and no log() for bins that counted nothing:
-        # there ``0 * log(mean) - mean`` is exactly ``-mean``.
-        for days in _DAY_OF_BIN:
-            day_counts = [0.0] * 7
-            day_exposure = [0.0] * 7
-            for d, c, e in zip(days, counts, exposure):
-                day_counts[d] += c
-                day_exposure[d] += e
-            day_rate = [
-                (day_counts[d] + events) / (day_exposure[d] + beta)
-                if day_exposure[d] + beta > 0 else flat
-                for d in range(7)
-            ]  # fmt: skip
-            likelihood = 0.0
-            for h, d, c, e in zip(_HOUR_OF_BIN, days, counts, exposure):
-                mean = hour_rate[h] * day_rate[d] / flat * e
-                if mean > 0:
-                    if c:
-                        likelihood += c * log(mean) - mean
-                    else:
-                        likelihood -= mean
+        # Every boundary's likelihood in numpy first (a few ulps off the
+        # exact sums below: another order of summation and another log),
+        # then only the boundaries that could be the best are summed
+        # exactly, in their order, so the kept one (the first with the
+        # highest likelihood) and the fit are bit for bit those of the
+        # plain loop over all 24 (which cost a twelfth of the planner's time).
+        for shift in self._candidate_shifts(hour_rate, flat, beta):
+            days = _DAY_OF_BIN[shift]
+            day_rate = self._day_rate(days, flat, beta)
+            likelihood = _likelihood(hour_rate, day_rate, days, flat, counts, exposure)
             if best is None or likelihood > best[0]:
                 best = (likelihood, day_rate, days)
         _, day_rate, days = best
         return [hour_rate[h] * day_rate[d] / flat for h, d in zip(_HOUR_OF_BIN, days)]
+
+    def _day_rate(self, days: list[int], flat: float, beta: float) -> list[float]:
+        """The weekday rates with the boundary of ``days`` (shrunk like the
+        hours: ``prior_events`` at the flat rate)."""
+        events = self.prior_events
+        day_counts = [0.0] * 7
+        day_exposure = [0.0] * 7
+        for d, c, e in zip(days, self.counts, self.exposure):
+            day_counts[d] += c
+            day_exposure[d] += e
+        return [
+            (day_counts[d] + events) / (day_exposure[d] + beta)
+            if day_exposure[d] + beta > 0 else flat
+            for d in range(7)
+        ]  # fmt: skip
+
+    #: relative error allowed for the approximate likelihoods (what numpy's
+    #: order of summation and log can be off is about 1e-13 of the sum of
+    #: the terms' magnitudes at most; this is a margin of 10,000)
+    _SLACK = 1e-9
+
+    def _candidate_shifts(self, hour_rate: list[float], flat: float, beta: float) -> list[int]:
+        """The weekday boundaries whose likelihood may be the highest, in
+        order: the others are below the best by more than both errors."""
+        import numpy as np
+
+        hour_index, day_index = _index_tables()
+        counts = np.asarray(self.counts)
+        exposure = np.asarray(self.exposure)
+        index = day_index + 7 * np.arange(24)[:, None]
+        day_counts = np.bincount(index.ravel(), np.tile(counts, 24), 168).reshape(24, 7)
+        day_exposure = np.bincount(index.ravel(), np.tile(exposure, 24), 168).reshape(24, 7)
+        denominator = day_exposure + beta
+        with np.errstate(divide="ignore", invalid="ignore"):
+            day_rate = np.where(denominator > 0, (day_counts + self.prior_events) / denominator, flat)
+            model = np.asarray(hour_rate)[hour_index] * np.take_along_axis(day_rate, day_index, 1) / flat
+            mean = model * exposure
+            terms = np.where(mean > 0, counts * np.log(mean) - mean, 0.0)
+        approx = terms.sum(axis=1)
+        error = self._SLACK * (np.abs(terms).sum(axis=1) + (np.where(mean > 0, mean, 0.0) + counts).sum(axis=1))
+        if not (np.isfinite(approx).all() and np.isfinite(error).all()):
+            return list(range(24))  # nothing to bound with: all, exactly
+        best = int(np.argmax(approx))
+        floor = approx[best] - error[best]
+        return [s for s in range(24) if approx[s] + error[s] >= floor]
 
     # -- persistence -------------------------------------------------------------
 
