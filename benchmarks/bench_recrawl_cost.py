@@ -17,6 +17,7 @@ digests mean the two checkouts made exactly the same decisions.
     .venv/bin/python benchmarks/bench_recrawl_cost.py            # this checkout only
     .venv/bin/python benchmarks/bench_recrawl_cost.py --timetable   # AOPIC_RECRAWL_TIMETABLE on
     .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main --burst  # bursts on here
+    .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main --burst both  # on both sides
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--last-modified", action="store_true")
     parser.add_argument("--timetable", action="store_true", help="AOPIC_RECRAWL_TIMETABLE = True")
-    parser.add_argument("--burst", action="store_true", help="AOPIC_RECRAWL_BURST = True (this side only)")
+    parser.add_argument("--burst", nargs="?", const="this", choices=("this", "both"),
+                        help="AOPIC_RECRAWL_BURST = True on this side only (or on both)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -88,7 +90,7 @@ def main(argv=None) -> int:
             cmd = [sys.executable, __file__, "--worker", sides[name], "--trace", args.trace,
                    "--years", str(args.years)] + (["--last-modified"] if args.last_modified else []) + (
                 ["--timetable"] if args.timetable else []) + (
-                ["--burst"] if args.burst and name == "this" else [])  # fmt: skip
+                ["--burst"] if args.burst == "both" or (args.burst and name == "this") else [])  # fmt: skip
             out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
             results[name].append(out)
             print(f"  run {rep + 1} {name:<6} {out['us']:7.1f} µs/visit  {out['visits']} visits  "

@@ -543,11 +543,13 @@ class RecrawlPlanner:
 
     def _pool_add(self, record: PageRecord, now: float, span: float, changed: bool) -> None:
         w = self._pool_weight(now)
+        pools = self._pools
+        added = w if changed else 0.0
         for name in (record.key, record.site, "*"):
-            pool = self._pools.get(name)
+            pool = pools.get(name)
             if pool is None:
-                pool = self._pools[name] = [0.0, 0.0]
-            pool[0] += w if changed else 0.0
+                pool = pools[name] = [0.0, 0.0]
+            pool[0] += added
             pool[1] += w * span
             if name == record.site == record.key:
                 break

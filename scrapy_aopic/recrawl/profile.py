@@ -406,7 +406,20 @@ class RateProfile:
         ``Last-Modified``)."""
         if t1 <= t0:
             return
-        weight = self._weight(t1)
+        forget = self.forget
+        if forget is None:
+            weight = 1.0
+        else:  # self._weight(t1), inlined (growing_weight's arithmetic): twice per visit
+            reference = self._reference
+            if reference is None:
+                reference = t1
+            exponent = (t1 - reference) / forget
+            if exponent > 30.0:
+                self._rescale(math.exp(-exponent))
+                weight, self._reference = 1.0, t1
+            else:
+                weight, self._reference = math.exp(exponent), reference
+            self._now = self._events = None  # the reference may have moved
         self._count_total += weight * count
         self._exposure_total += weight * (t1 - t0)
         self._add_exposure(t0, t1, weight)
@@ -442,14 +455,14 @@ class RateProfile:
         if t1 <= t0:
             return
         first_end = (math.floor((t0 + _WEEK_SHIFT) / HOUR) + 1) * HOUR - _WEEK_SHIFT
-        b0 = hour_of_week(t0)
+        b0 = int(((t0 + _WEEK_SHIFT) % WEEK) // HOUR)  # hour_of_week(t0), inlined: hot
         if t1 <= first_end:
             self.exposure[b0] += weight * (t1 - t0)
             return
         self.exposure[b0] += weight * (first_end - t0)
         last_start = math.floor((t1 + _WEEK_SHIFT) / HOUR) * HOUR - _WEEK_SHIFT
         if t1 > last_start:
-            self.exposure[hour_of_week(t1)] += weight * (t1 - last_start)
+            self.exposure[int(((t1 + _WEEK_SHIFT) % WEEK) // HOUR)] += weight * (t1 - last_start)
         full = int(round((last_start - first_end) / HOUR))
         if full > 0:
             diff = self._diff
