@@ -270,11 +270,13 @@ class RecrawlHook:
         many were queued."""
         now = self.clock() if now is None else now
         queued = 0
+        pages = self.planner.pages
         for url in self.planner.due(now):
-            host = self.planner.host_of(url) or ""
+            record = pages[url]  # due() returns planned pages only
+            host = record.host or ""
             if store.repend(Link(url, host, 0)):
                 queued += 1
-                self.overdue.push(url, host, self.planner.deadline_of(url) or now)
+                self.overdue.push(url, host, record.deadline or now)
                 continue
             view = store.get(url)
             if view is None or view.state in (ALIAS, REFUSED):
@@ -310,7 +312,8 @@ class RecrawlHook:
                 return None
             lease = store.take(url)
             if lease is not None:
-                self._inc("aopic/recrawl/due_first")
+                if self.stats is not None:
+                    self._inc("aopic/recrawl/due_first")
                 return lease
         return None
 

@@ -635,9 +635,10 @@ class RecrawlPlanner:
         its new links, plus ``change_weight`` times its change rate (the
         change rate alone for a page without link counts). ``None``:
         nothing known yet."""
-        hub = record.counted and record.new_links > 0
+        counted = record.exposure > 0  # record.counted, without the property call
+        hub = counted and record.new_links > 0
         rate = self._scale(record, self.shape_of(record)[1]) * record.boost if hub else 0.0
-        weight = self.change_weight if record.counted else 1.0
+        weight = self.change_weight if counted else 1.0
         if weight > 0 and record.history is not None and len(record.history):
             rate += weight * record.history.rate(now, self.prior_rate(record, now))
         elif not hub:

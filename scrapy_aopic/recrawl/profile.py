@@ -263,7 +263,18 @@ class WeeklyRates:
             return t0
         base = week_start(t0)
         x0 = t0 - base
-        events0, integral0 = self._waiting(x0)
+        # self._waiting(x0), inlined with the same arithmetic (once per visit)
+        weeks = math.floor(x0 / WEEK)
+        offset = x0 - weeks * WEEK
+        b = min(int(offset // HOUR), BINS - 1)
+        into = offset - b * HOUR
+        total = self.week_total
+        cumulative, cumulative2, rate = self._cumulative, self._cumulative2, self.rates[b]
+        events0 = weeks * total + (cumulative[b] + rate * into)
+        integral0 = total * WEEK * weeks * (weeks - 1) / 2 + weeks * cumulative2[-1]
+        integral0 = integral0 + weeks * total * offset + (
+            cumulative2[b] + cumulative[b] * into + 0.5 * rate * into * into
+        )
         end = x0 + horizon
         events, integral = self._waiting(end)
         if integral - integral0 - events0 * (end - x0) < target:
