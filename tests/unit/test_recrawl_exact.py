@@ -98,3 +98,70 @@ def test_boundary_table_is_the_general_formula():
         table = weekly._two_weeks()
         general = [weekly._boundary(k) for k in range(2 * BINS)]
         assert [x.hex() for x in table] == [x.hex() for x in general]
+
+
+def _plain_place(rates, k, sweeps=12):
+    """timetable.place as it was: every cost through the helper."""
+    from scrapy_aopic.recrawl.timetable import GREEDY_MAX, _prefix
+
+    if k == BINS:
+        return list(range(BINS))
+    p1, p2 = _prefix(rates)
+
+    def cost(a, b):
+        shift = (a // BINS) * BINS
+        a -= shift
+        b -= shift
+        return b * (p1[b] - p1[a]) - (p2[b] - p2[a])
+
+    best = min(range(BINS), key=lambda a: (cost(a, a + BINS), a))
+    if k == 1:
+        return [best]
+
+    def descend(slots):
+        for _ in range(sweeps):
+            moved = False
+            for i in range(k):
+                prev = slots[i - 1] if i else slots[-1] - BINS
+                nxt = slots[i + 1] if i + 1 < k else slots[0] + BINS
+                here = slots[i]
+                top = cost(prev, here) + cost(here, nxt)
+                for b in range(prev + 1, nxt):
+                    c = cost(prev, b) + cost(b, nxt)
+                    if c < top - 1e-12:
+                        top, here = c, b
+                if here != slots[i]:
+                    slots[i] = here
+                    moved = True
+            if not moved:
+                break
+        return sum(cost(slots[i - 1] if i else slots[-1] - BINS, slots[i]) for i in range(k)), slots
+
+    found = descend([best + (i * BINS) // k for i in range(k)])
+    if k <= GREEDY_MAX:
+        greedy = [best]
+        while len(greedy) < k:
+            ring = sorted(greedy)
+            gain, pick = -1.0, None
+            for j, a in enumerate(ring):
+                b = ring[j + 1] if j + 1 < len(ring) else ring[0] + BINS
+                whole = cost(a, b)
+                for c in range(a + 1, b):
+                    saved = whole - cost(a, c) - cost(c, b)
+                    if saved > gain:
+                        gain, pick = saved, c % BINS
+            greedy.append(pick)
+        ring = sorted(greedy)
+        found = min(found, descend([b if b >= ring[0] else b + BINS for b in ring]))
+    return sorted(b % BINS for b in found[1])
+
+
+def test_place_is_the_plain_descent():
+    from scrapy_aopic.recrawl.timetable import LEVELS, place
+
+    rng = random.Random(5)
+    profiles = [[1.0] * BINS, [1.0 if 9 <= b % 24 < 17 else 0.05 for b in range(BINS)]]
+    profiles += [[rng.random() ** rng.choice([1, 3, 8]) for _ in range(BINS)] for _ in range(6)]
+    for rates in profiles:
+        for k in LEVELS:
+            assert place(rates, k) == _plain_place(rates, k), k
