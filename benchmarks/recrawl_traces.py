@@ -31,6 +31,9 @@ traces are stored compactly in ``benchmarks/data/recrawl_traces.json.gz``
         --add packaging-guide=/work/.mirror/pypa+packaging.python.org/repo
     .venv/bin/python benchmarks/recrawl_traces.py \\
         --add scrapy-docs=/work/.mirror/scrapy+scrapy/repo   # the burst model's new trace
+    .venv/bin/python benchmarks/recrawl_traces.py \\
+        --add pip-src=/work/.mirror/pypa+pip/repo \\
+        --add sphinx-src=/work/.mirror/sphinx-doc+sphinx/repo   # source-file traces
 """
 
 from __future__ import annotations
@@ -68,6 +71,11 @@ GIT_SOURCES = {
     # Added with the burst model, after it was settled on the others and
     # reported untuned: Scrapy's own documentation (scrapy/scrapy docs/**/*.rst).
     "scrapy-docs": ("docs/", ".rst", "docs.scrapy.example"),
+    # Added as untuned checks shaped like the held-out trace (hundreds of
+    # pages, most changing a few times a year, a few dozens of times):
+    # source files rather than documentation, two projects.
+    "pip-src": ("src/pip/", ".py", "pip.example"),
+    "sphinx-src": ("sphinx/", ".py", "sphinx.example"),
 }
 
 

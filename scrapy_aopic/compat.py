@@ -62,9 +62,37 @@ def close_spider(crawler: Any, reason: str) -> None:
     if close_async is not None:
         from scrapy.utils.defer import deferred_from_coro
 
-        deferred_from_coro(close_async(reason=reason))
+        async def close() -> None:
+            # Run later on the event loop: the spider may have closed since
+            # (then Scrapy would raise "Spider not opened" into the log).
+            if engine.spider is not None:
+                await close_async(reason=reason)
+
+        deferred_from_coro(close())
     else:
         engine.close_spider(crawler.spider, reason)
+
+
+def close_spider_when_running(crawler: Any, reason: str) -> None:
+    """Close the spider as soon as the engine runs (as CLOSESPIDER_* do),
+    even if the spider keeps itself open when idle (DontCloseSpider). A
+    close asked for while the engine is still starting would not be
+    followed by its stop; one after the spider closed is not asked for."""
+    engine = crawler.engine
+    if engine is None or engine.spider is None:
+        return  # closed already (idle), or never opened
+    if engine.running:
+        close_spider(crawler, reason)
+    else:
+        call_later(0.01, close_spider_when_running, crawler, reason)
+
+
+def mark_crawl_failed(crawler: Any) -> None:
+    """Make ``scrapy crawl`` exit with status 1: Scrapy counts a crawl
+    whose crawler has no spider when it ends as failed to start
+    (``CrawlerProcess.bootstrap_failed``, Scrapy 2.13 to the latest); call
+    it on engine_stopped, the last thing the crawl does."""
+    crawler.spider = None
 
 
 def keep_cookie_domains_offline() -> bool:

@@ -6,17 +6,21 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from scrapy import Request, signals
 from scrapy.core.scheduler import BaseScheduler
-from scrapy.exceptions import DontCloseSpider
+from scrapy.exceptions import CloseSpider, DontCloseSpider
 
 from . import settings as aopic_settings
+from . import signals as aopic_signals
+from .compat import call_later, close_spider_when_running, mark_crawl_failed
 from .frontier import Frontier
 from .meta import DOWNLOAD_SLOT, REGISTERED
 from .store.base import StoreStalled, StoreUnavailable
+from .store.journal import JobdirError, JobdirInUse
 from .frontier.requestcodec import DEFAULT_POLICY, MAX_BYTES as MAX_REQUEST_BYTES, TRANSIENT_META, StoredRequestPolicy
 
 if TYPE_CHECKING:
@@ -66,13 +70,41 @@ class AopicScheduler(BaseScheduler):
 
     def open(self, spider: Spider) -> None:
         self.spider = spider
-        self.frontier.open(spider)
+        try:
+            self.frontier.open(spider)
+        except JobdirError as exc:
+            self._refuse_jobdir(exc)
+            return None
         if self.crawler is not None:
             warn_scrapy_queue(self.crawler)
         if self.frontier.shared and self.crawler is not None:
             self.shared = SharedCrawl(self.crawler, self.frontier, spider)
             self.shared.start()
         return None
+
+    def _refuse_jobdir(self, error: JobdirError) -> None:
+        """A ``JOBDIR`` this crawl cannot use (damaged, or held by another
+        process): one ERROR that names the file and the way out, then a
+        clean close with reason ``jobdir_damaged`` or ``jobdir_in_use`` and
+        a non-zero exit status.
+
+        Raising from :meth:`open` would leave Scrapy half-open: its cleanup
+        then fails in turn (scraper, core stats, spider state), each with a
+        traceback after the one message that matters. So the frontier stays
+        closed (``lost``: nothing queued, nothing handed out), the spider
+        opens and is closed as soon as the engine runs, and the crawl is
+        marked as failed to start."""
+        reason = "jobdir_in_use" if isinstance(error, JobdirInUse) else "jobdir_damaged"
+        self.frontier.lost = reason
+        logger.error("%s", error)
+        if self.crawler is None:  # a scheduler used on its own: the caller sees the state
+            return
+        self.crawler.stats.set_value(f"aopic/{reason}", 1)
+        crawler = self.crawler
+        crawler.signals.send_catch_log(aopic_signals.jobdir_refused, reason=reason)
+        crawler.signals.connect(lambda: mark_crawl_failed(crawler), signal=signals.engine_stopped, weak=False)
+        crawler.signals.connect(_close_idle(reason), signal=signals.spider_idle, weak=False)
+        call_later(0, close_spider_when_running, crawler, reason)
 
     def close(self, reason: str) -> None:
         if self.shared is not None:
@@ -147,6 +179,18 @@ class AopicScheduler(BaseScheduler):
         """A request held while the store stalled, enqueued now (what the
         frontier does with it is counted by the frontier, as at once)."""
         self.frontier.enqueue(request)
+
+
+def _close_idle(reason: str) -> Callable[..., None]:
+    """A spider_idle handler closing the spider with ``reason``: the spider
+    goes idle at once (nothing is queued, each start request is refused),
+    maybe before :func:`~scrapy_aopic.compat.close_spider_when_running` sees the engine run, and
+    would close as ``finished``."""
+
+    def close(spider: Spider | None = None) -> None:
+        raise CloseSpider(reason)
+
+    return close
 
 
 #: Scrapy settings of its own scheduler that mean nothing to this one: name

@@ -229,9 +229,10 @@ define("AOPIC_JOBDIR_RECOVERY", None, "core", """
     cut short or edited, a journal of another generation or crawl). ``None``
     (default): stop with an error naming the file. ``"fresh"``: move the
     damaged files aside (``JOBDIR/aopic/damaged-<time>/``) and start the
-    frontier afresh. ``"salvage"``: keep what can still be read (the
-    snapshot's readable records, the journal up to its first bad line) and
-    rebalance the books to it, logging the cash that was lost. A corrupt line
+    frontier afresh. ``"salvage"``: keep what can still be read (every
+    snapshot record that reads back and passes its checks, also when the
+    header is lost; the journal up to its first bad line) and rebalance the
+    books to it, logging and counting what was lost. A corrupt line
     inside the journal never needs this: the state before it is kept and the
     file is kept as ``journal.N.jsonl.corrupt``.""")
 define("AOPIC_JOURNAL_SYNC", False, "core", """
@@ -708,6 +709,13 @@ define("AOPIC_RECRAWL_CONDITIONAL", True, "recrawl", """
     Revisits send ``If-None-Match`` / ``If-Modified-Since`` from the ETag
     and Last-Modified the page was last served with; a ``304 Not Modified``
     answer counts as a visit that found nothing new.""")
+define("AOPIC_RECRAWL_VALIDATOR_MAX_BYTES", 256, "recrawl", """
+    The longest ``ETag`` or ``Last-Modified`` value (bytes) kept per page
+    for conditional revisits. The server chooses their size, each is kept
+    for every page until its next visit and sent back with every revisit:
+    a longer one is not kept (that page's revisits go without it), counted
+    in ``aopic/recrawl/validators_dropped`` and the first one logged. Real
+    ETags are tens of bytes and an HTTP date 29; ``0``: no bound.""")
 define("AOPIC_RECRAWL_CHANGE_DISTANCE", 3, "recrawl", """
     A revisited page whose body checksum differs counts as changed only if
     the SimHash of its visible text is more than this many bits away from

@@ -163,6 +163,7 @@ class AopicReport:
         crawler.signals.connect(ext.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(ext.frontier_closing, signal=aopic_signals.frontier_closing)
+        crawler.signals.connect(ext.jobdir_refused, signal=aopic_signals.jobdir_refused)
         if directory and not _has_matplotlib():
             logger.warning(
                 "aopic: matplotlib is not installed: the crawl report in %s will have "
@@ -266,6 +267,10 @@ class AopicReport:
             logger.exception("aopic: the crawl report could not be written to %s", self.directory)
             return
         logger.info("aopic: crawl report written to %s", path, extra={"spider": spider})
+
+    def jobdir_refused(self, reason: str) -> None:
+        # The JOBDIR's saved stats are its last crawl's, not a refused run's.
+        self.jobdir = None
 
     def frontier_closing(self, frontier, reason: str) -> None:
         """Read the final frontier while its store is still open."""

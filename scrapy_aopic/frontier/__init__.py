@@ -267,6 +267,12 @@ class Frontier:
                 self.stats.set_value("aopic/jobdir/entries_lost", self.store.entries_lost)
             if self.store.recovered:
                 self.stats.set_value(f"aopic/jobdir/recovered/{self.store.recovered}", 1)
+            if self.store.records_lost:
+                self.stats.set_value("aopic/jobdir/records_lost", self.store.records_lost)
+            if self.store.header_lost:
+                self.stats.set_value("aopic/jobdir/header_lost", 1)
+            if self.store.cash_lost:
+                self.stats.set_value("aopic/jobdir/cash_lost", self.store.cash_lost)
         self._load_lane()
         if self.jobdir and getattr(spider, "name", None):
             from ..commands import remember_jobdir  # `scrapy aopic top SPIDER` finds it

@@ -15,6 +15,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import HtmlResponse
 
 from .. import settings as aopic_settings
+from .. import signals as aopic_signals
 from ..frontier import Frontier
 from ..meta import DEDUP, DUPLICATE_DISTANCE, DUPLICATE_OF, KEY
 from ..hygiene.simhash import FINGERPRINT_MODES, Fingerprinter, Signature, body_checksum
@@ -158,6 +159,10 @@ class SimhashDedupMiddleware:
         self.state_path = Path(jobdir, STATE_FILE) if jobdir and persist else None
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(self._jobdir_refused, signal=aopic_signals.jobdir_refused)
+
+    def _jobdir_refused(self, reason: str) -> None:
+        self.state_path = None  # neither loaded nor saved over
 
     def _new_index(self) -> NearDuplicateIndex:
         return NearDuplicateIndex(

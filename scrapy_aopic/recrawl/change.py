@@ -73,19 +73,33 @@ def _header(headers: Any, name: str) -> str | None:
     return value or None
 
 
-def validators_from_headers(headers: Any) -> Validators:
+def validators_from_headers(
+    headers: Any, max_bytes: int | None = None, oversized: list[tuple[str, int]] | None = None
+) -> Validators:
     """The ``ETag`` and ``Last-Modified`` of a response (either may be None).
 
     A weak ETag (``W/"..."``) is kept as is: ``If-None-Match`` uses weak
-    comparison, so it still validates.
+    comparison, so it still validates. A value longer than ``max_bytes``
+    is not kept (a server chooses its size, and it is stored per page and
+    sent back on every revisit): it is ``None``, and ``(name, size)`` is
+    appended to ``oversized``.
     """
-    last_modified = _header(headers, "Last-Modified")
+
+    def bounded(name: str) -> str | None:
+        value = _header(headers, name)
+        if value is not None and max_bytes is not None and len(value) > max_bytes:
+            if oversized is not None:
+                oversized.append((name, len(value)))  # latin-1: one byte per character
+            return None
+        return value
+
+    last_modified = bounded("Last-Modified")
     if last_modified is not None:
         try:
             parsedate_to_datetime(last_modified)
         except (TypeError, ValueError, IndexError):
             last_modified = None  # unparseable: do not echo garbage back
-    return Validators(_header(headers, "ETag"), last_modified)
+    return Validators(bounded("ETag"), last_modified)
 
 
 def conditional_headers(validators: Validators | None) -> dict[str, str]:

@@ -67,6 +67,15 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+
+def _bound(settings: Any, name: str) -> int | None:
+    """A size bound in bytes; 0 (or empty) means none."""
+    value = aopic_settings.get_optional_float(settings, name)
+    if value is not None and value < 0:
+        raise ValueError(f"{name} must be a number of bytes >= 0 (0: no bound), got {value!r}")
+    return int(value) if value else None
+
+
 STATE_FILE = "aopic-recrawl.json"
 
 _hooks: weakref.WeakKeyDictionary[Crawler, RecrawlHook] = weakref.WeakKeyDictionary()
@@ -150,6 +159,7 @@ class RecrawlHook:
         state_path: str | os.PathLike | None = None,
         state_interval: float = 300.0,
         clock: Callable[[], float] = time.time,
+        validator_max_bytes: int | None = 256,
     ):
         self.crawler = crawler
         self.stats = crawler.stats if crawler is not None else None
@@ -157,6 +167,8 @@ class RecrawlHook:
         self.due_first = due_first
         self.conditional = conditional
         self.change_distance = change_distance
+        self.validator_max_bytes = validator_max_bytes
+        self._oversized_logged = False
         self.state_path = Path(state_path) if state_path else None
         self.state_interval = state_interval
         self.clock = clock
@@ -171,6 +183,10 @@ class RecrawlHook:
             connect(self._page_visited, signal=aopic_signals.page_visited)
             connect(self._spider_idle, signal=signals.spider_idle)
             connect(self._spider_closed, signal=signals.spider_closed)
+            connect(self._jobdir_refused, signal=aopic_signals.jobdir_refused)
+
+    def _jobdir_refused(self, reason: str) -> None:
+        self.state_path = None  # never loaded: not saved over
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> RecrawlHook | None:
@@ -204,6 +220,7 @@ class RecrawlHook:
                 change_distance=aopic_settings.get_int(settings, "AOPIC_RECRAWL_CHANGE_DISTANCE"),
                 state_path=Path(jobdir, STATE_FILE) if jobdir else None,
                 state_interval=aopic_settings.get_float(settings, "AOPIC_RECRAWL_STATE_INTERVAL"),
+                validator_max_bytes=_bound(settings, "AOPIC_RECRAWL_VALIDATOR_MAX_BYTES"),
             )
             _hooks[crawler] = hook
         return hook
@@ -411,19 +428,41 @@ class RecrawlHook:
                 text = getattr(response, "text", None)
                 if text is not None:
                     fingerprint = text_fingerprint(visible_text(text))
-        version = PageVersion(checksum, fingerprint, validators_from_headers(response.headers))
+        version = PageVersion(checksum, fingerprint, self._validators(url, response.headers))
         changed = detect_change(previous, version, self.change_distance)
         if fingerprint is None and previous is not None and changed is False:
             version = version._replace(fingerprint=previous.fingerprint)
         self.versions[url] = version
         return changed
 
+    def _validators(self, url: str, headers: Any) -> Validators:
+        """The response's validators, each at most ``validator_max_bytes``
+        (``AOPIC_RECRAWL_VALIDATOR_MAX_BYTES``): a longer one is not kept
+        (that page's revisits are not conditional on it), counted in
+        ``aopic/recrawl/validators_dropped``, the first one logged."""
+        oversized: list[tuple[str, int]] = []
+        validators = validators_from_headers(headers, self.validator_max_bytes, oversized)
+        if oversized:
+            self._drop_oversized(url, oversized)
+        return validators
+
+    def _drop_oversized(self, url: str, oversized: list[tuple[str, int]]) -> None:
+        self._inc("aopic/recrawl/validators_dropped", len(oversized))
+        if not self._oversized_logged:
+            self._oversized_logged = True
+            name, size = oversized[0]
+            logger.warning(
+                "aopic: the %s header of %s is %d bytes, more than AOPIC_RECRAWL_VALIDATOR_MAX_BYTES=%d: not "
+                "kept (revisits of such a page are not conditional on it); every one dropped is counted in "
+                "aopic/recrawl/validators_dropped", name, url, size, self.validator_max_bytes,
+            )
+
     def refresh_validators(self, url: str, response: Response) -> None:
         """A 304 may carry a new ETag / Last-Modified: keep them."""
         previous = self.versions.get(url)
-        validators = validators_from_headers(response.headers)
         if previous is None:
             return
+        validators = self._validators(url, response.headers)
         merged = Validators(
             validators.etag or previous.validators.etag,
             validators.last_modified or previous.validators.last_modified,
@@ -482,10 +521,11 @@ class RecrawlHook:
     def load(self, state: dict) -> None:
         """Restore :meth:`to_state`."""
         self.planner.load_state(state["planner"])
-        self.versions = {
-            url: PageVersion(v[0], v[1], Validators(v[2], v[3]))
-            for url, v in state.get("versions", {}).items()
-        }
+        self.versions = {}
+        for url, v in state.get("versions", {}).items():
+            # A state saved without the bound (or edited) is held to it too.
+            headers = {"ETag": v[2], "Last-Modified": v[3]}
+            self.versions[url] = PageVersion(v[0], v[1], self._validators(url, {k: x for k, x in headers.items() if x}))
 
     def save_state(self, path: str | os.PathLike) -> None:
         """Write the state atomically (a crash mid-write keeps the old file)."""

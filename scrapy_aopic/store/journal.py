@@ -35,7 +35,8 @@ What is damaged is said, never silently skipped:
   journal of another generation or crawl, a damaged snapshot — stops the
   crawl with :class:`JobdirError`, which names the file and the way out
   (``AOPIC_JOBDIR_RECOVERY``: ``"fresh"`` moves the damaged state aside and
-  starts again, ``"salvage"`` keeps what can be read).
+  starts again, ``"salvage"`` keeps every record that reads back and passes
+  its checks, even when the header is lost, and says what it lost).
 
 Scrapy's own JOBDIR writes its queues only at a clean close; this one
 survives ``SIGKILL``.
@@ -56,7 +57,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .base import AccountView, Credit, FrontierStore, Lease, Link, Totals
+from .base import ALIAS, CRAWLED, FAILED, PENDING, REFUSED, AccountView, Credit, FrontierStore, Lease, Link, Totals
 from .memory import MemoryStore
 
 logger = logging.getLogger(__name__)
@@ -180,11 +181,10 @@ def write_snapshot(path: Path, header: dict, records: Iterable[list]) -> int:
     return count
 
 
-def read_snapshot(path: Path, *, salvage: bool = False) -> tuple[dict, list[list], str | None]:
-    """``(header, records, damage)`` of a snapshot. A snapshot whose trailer
-    is missing or does not match raises :class:`DamagedFile`, unless
-    ``salvage``: then the records read up to the damage are returned, with
-    what was wrong in ``damage``."""
+def read_snapshot(path: Path) -> tuple[dict, list[list]]:
+    """``(header, records)`` of a snapshot. A snapshot that is damaged in
+    any way (a bad line, a missing or wrong trailer) raises
+    :class:`DamagedFile` (see :func:`salvage_snapshot`)."""
     digest = hashlib.sha256()
     header: dict | None = None
     records: list[list] = []
@@ -226,9 +226,136 @@ def read_snapshot(path: Path, *, salvage: bool = False) -> tuple[dict, list[list
             damage = f"{len(records)} records where the end marker counts {trailer.get('records')!r}"
         elif trailer.get("sha256") != digest.hexdigest():
             damage = "checksum mismatch (the file was changed after it was written)"
-    if damage is not None and not salvage:
+    if damage is not None:
         raise DamagedFile(damage)
-    return header or {}, records, damage
+    return header, records
+
+
+class Salvaged:
+    """What :func:`salvage_snapshot` could read from a damaged snapshot."""
+
+    def __init__(self) -> None:
+        #: the header, or ``None`` when line 1 is unreadable or not a header
+        self.header: dict | None = None
+        #: records that passed :func:`check_record`, in file order
+        self.records: list[list] = []
+        #: what was wrong, one entry per damaged place
+        self.damage: list[str] = []
+        #: lines that held, or may have held, an account and were not kept
+        self.lost = 0
+        #: URLs of those that still named one
+        self.lost_urls: list[str] = []
+        #: the record count of the trailer, if it was read
+        self.expected: int | None = None
+
+
+def salvage_snapshot(path: Path) -> Salvaged:
+    """Every account record of a damaged snapshot that reads back and
+    passes :func:`check_record`, read past bad lines (a snapshot is one
+    point in time: a record after a damaged line is as good as one
+    before). The checksum cannot vouch for any of it, so each record is
+    checked on its own, and every line not kept is counted (by the
+    trailer's count when it was read)."""
+    out = Salvaged()
+    with path.open("rb") as lines:
+        for number, raw in enumerate(lines, 1):
+            if not raw.endswith(b"\n"):
+                out.damage.append(f"line {number}: cut off in mid-line")
+                out.lost += 1  # perhaps a record: counted, to be safe
+                break
+            try:
+                value = parse_line(raw)
+            except ValueError as exc:
+                value, error = None, str(exc)
+            else:
+                error = None
+            if number == 1:
+                if _header_ok(value):
+                    out.header = value
+                elif isinstance(value, dict) and "lambda_targets" in value:
+                    out.damage.append("line 1: the header's totals are not amounts or counts")
+                else:
+                    out.damage.append(f"line 1: {error or 'not a snapshot header'}")
+                continue
+            if isinstance(value, dict) and isinstance(value.get("end"), dict):
+                count = value["end"].get("records")
+                out.expected = count if type(count) is int and count >= 0 else None
+                continue
+            try:
+                if error is not None:
+                    raise ValueError(error)
+                out.records.append(check_record(value))
+            except ValueError as exc:
+                out.damage.append(f"line {number}: {exc}")
+                out.lost += 1
+                if isinstance(value, list) and value and isinstance(value[0], str):
+                    out.lost_urls.append(value[0])
+    if out.expected is not None:
+        # The trailer counts the records written: lines lost whole (a cut)
+        # are counted by it; more lines than it counts were added.
+        out.lost = max(out.lost, out.expected - len(out.records))
+    elif not out.damage or "cut off" not in out.damage[-1]:
+        out.damage.append("no end marker (the file was cut short: the records after it are not counted)")
+    return out
+
+
+def check_record(value: Any) -> list:
+    """``value`` if it is a snapshot's account record whose fields are what
+    a store writes (finite cash and history not below zero, counters and
+    sequence numbers not below zero, a state an account can be saved in);
+    raises :class:`ValueError` otherwise."""
+    if not isinstance(value, list) or len(value) < 10:
+        raise ValueError("not an account record")
+    url, state, cash, history, last_visit, visits, depth, seq, host, _request = value[:10]
+    if not isinstance(url, str) or not url or not isinstance(host, str):
+        raise ValueError("not an account record (URL or host)")
+    if type(state) is not int or state not in (PENDING, CRAWLED, FAILED, REFUSED, ALIAS):
+        raise ValueError(f"{url}: state {state!r}")
+    _amount(cash, f"{url}: cash")
+    _amount(history, f"{url}: history")
+    if last_visit is not None and (type(last_visit) not in (int, float) or not math.isfinite(last_visit)):
+        raise ValueError(f"{url}: last visit {last_visit!r}")
+    for number, what in ((visits, "visits"), (depth, "depth"), (seq, "seq")):
+        if type(number) is not int or number < 0:
+            raise ValueError(f"{url}: {what} {number!r}")
+    links = value[10] if len(value) > 10 else None
+    if links is not None and not (isinstance(links, list) and all(isinstance(u, str) for u in links)):
+        raise ValueError(f"{url}: links")
+    return value
+
+
+#: Header fields that are counts (the rest of :data:`_HEADER_AMOUNTS` are cash or history).
+_HEADER_COUNTS = ("lambda_visits", "visits", "next_seq", "next_lease")
+_HEADER_AMOUNTS = ("injected", "lambda_cash", "lambda_history", "history_sum")
+
+
+def _header_ok(header: dict | None) -> bool:
+    if not isinstance(header, dict):
+        return False
+    try:
+        for name in _HEADER_AMOUNTS:
+            _amount(header[name], name)
+    except (KeyError, ValueError):
+        return False
+    return all(type(header.get(name)) is int and header[name] >= 0 for name in _HEADER_COUNTS)
+
+
+def _rebuilt_header(records: list[list], lambda_targets: str) -> dict:
+    """A header for records whose own is lost: what the records hold is
+    summed from them (history, visits, the next sequence number); lambda's
+    cash and history and its visit count are held nowhere else and start
+    from zero; no saved priority is trusted (there is no horizon to match)."""
+    return {
+        "lambda_targets": lambda_targets,
+        "injected": 0.0,  # set to what was read once the journal is replayed
+        "lambda_cash": 0.0,
+        "lambda_history": 0.0,
+        "history_sum": math.fsum(record[3] for record in records),
+        "lambda_visits": 0,
+        "visits": sum(record[5] for record in records),
+        "next_seq": max((record[7] for record in records), default=-1) + 1,
+        "next_lease": 0,
+    }
 
 
 # -- the store -----------------------------------------------------------------------
@@ -281,6 +408,11 @@ class JournaledStore(FrontierStore):
         self.entries_lost = 0
         #: how the state was recovered ("fresh", "salvage") or None
         self.recovered: str | None = None
+        #: salvage: snapshot records not kept, whether its header was lost,
+        #: the cash lost with them (None: unknown, or nothing lost)
+        self.records_lost = 0
+        self.header_lost = False
+        self.cash_lost: float | None = None
         self.priority_horizon = float(priority_horizon)
         self._journal = None
         self._entries = 0
@@ -350,7 +482,7 @@ class JournaledStore(FrontierStore):
             )
         path = self.directory / f"snapshot.{generation}.jsonl"
         try:
-            header, records, _ = read_snapshot(path)
+            header, records = read_snapshot(path)
             store = MemoryStore.restore(header, records, priority_horizon=self.priority_horizon)
         except (DamagedFile, ValueError, KeyError, TypeError) as exc:
             raise JobdirError(f"aopic: snapshot {path} is damaged ({exc}). {WAY_OUT}") from None
@@ -474,26 +606,40 @@ class JournaledStore(FrontierStore):
         return numbers
 
     def _salvage(self, lambda_targets: str) -> tuple[MemoryStore, str, int] | None:
-        """The newest snapshot's readable records (and its journal up to its
-        first bad line), the books rebalanced to what was read; ``None``
-        when there is no snapshot at all."""
+        """The newest snapshot's records that read back and pass their
+        checks (past bad lines; with a header rebuilt from them when its own
+        is unreadable), then its journal up to its first bad line, the books
+        rebalanced to what was read; ``None`` when there is no snapshot at
+        all. The damaged snapshot is kept as ``snapshot.N.jsonl.corrupt``."""
         found = self._generations()
         if not found["snapshot"]:
             return None
         generation = max(found["snapshot"])
         path = self.directory / f"snapshot.{generation}.jsonl"
-        header, records, damage = read_snapshot(path, salvage=True)
+        journal = self.directory / f"journal.{generation}.jsonl"
         try:
-            store = MemoryStore.restore(
-                {"lambda_targets": lambda_targets, **header}, records, priority_horizon=self.priority_horizon
-            )
+            header, records = read_snapshot(path)
+            read = Salvaged()
+            read.header, read.records = header, records
+        except DamagedFile:
+            read = salvage_snapshot(path)
+        if read.header is None and not read.records:
+            return None  # nothing of the snapshot: start afresh, the files set aside
+        records = _unique(read)
+        header_lost = not _header_ok(read.header)
+        if header_lost:
+            header = _rebuilt_header(records, lambda_targets)
+            crawl_id = _journal_crawl(journal, generation)
+        else:
+            header = {"lambda_targets": lambda_targets, **read.header}
+            crawl_id = (read.header.get(IDENTITY) or {}).get("crawl")
+        try:
+            store = MemoryStore.restore(header, records, priority_horizon=self.priority_horizon)
         except (ValueError, KeyError, TypeError):
             return None
-        identity = header.get(IDENTITY) or {}
-        journal = self.directory / f"journal.{generation}.jsonl"
         if journal.exists():
             try:
-                self.replayed = self._replay(store, journal, identity.get("crawl"), generation)
+                self.replayed = self._replay(store, journal, crawl_id, generation)
             except JobdirError:
                 pass  # a journal of another crawl: nothing of it is this state
         self._requeue_open_leases(store)
@@ -503,13 +649,30 @@ class JournaledStore(FrontierStore):
         for stale in (g for g in found["journal"] if g > generation):
             os.replace(self.directory / f"journal.{stale}.jsonl",
                        self.directory / f"journal.{stale}.jsonl.corrupt")
+        if read.damage and not self._read_only:
+            os.replace(path, path.with_name(path.name + ".corrupt"))
+        self.records_lost = read.lost
+        self.header_lost = header_lost
+        if header_lost:
+            cash = (f"the snapshot's header is unreadable: lambda's cash and history at that point are held "
+                    f"nowhere else and are lost (amount unknown); the books now count the {held:.6g} the "
+                    f"accounts and the journal hold")
+        elif held <= injected:
+            self.cash_lost = injected - held
+            cash = (f"cash {injected - held:.6g} of {injected:.6g} injected was lost with the damaged part, "
+                    f"and the books now count {held:.6g}")
+        else:  # an edited record: the checksum said so, no record can be told from the others
+            cash = (f"the records hold {held - injected:.6g} more cash than the {injected:.6g} injected (an "
+                    f"edited record), and the books now count {held:.6g}")
+        named = ", ".join(read.lost_urls[:10]) + ("..." if len(read.lost_urls) > 10 else "")
         logger.warning(
-            "aopic: salvaged JOBDIR %s from %s (%s): %d accounts read; cash %.6g of %.6g injected was lost "
-            "with the damaged part, and the books now count %.6g",
-            self.directory, path, damage or "journal damaged", store.totals().known, injected - held,
-            injected, held,
+            "aopic: salvaged JOBDIR %s from %s (%s): %d accounts read, %d records lost%s; %d journal entries "
+            "replayed (crawl %s); %s. The damaged snapshot is kept as %s.corrupt.",
+            self.directory, path, "; ".join(read.damage[:5]) or "journal damaged", store.totals().known,
+            read.lost, f" ({named})" if named else "", self.replayed,
+            crawl_id or "unknown: a new identity", cash, path.name,
         )
-        return store, identity.get("crawl") or uuid.uuid4().hex, generation
+        return store, crawl_id or uuid.uuid4().hex, generation
 
     def _start_generation(self) -> None:
         """Write a snapshot of the current state as a new generation and
@@ -721,6 +884,36 @@ def load_jobdir(directory: str | os.PathLike) -> MemoryStore:
     reader._read_only = True
     store, _, _ = reader._load_checked("pending")
     return store
+
+
+def _unique(read: Salvaged) -> list[list]:
+    """``read.records`` with one record per URL and per sequence number (the
+    first; a later one is an edit or a copy, counted as lost)."""
+    urls: set[str] = set()
+    seqs: set[int] = set()
+    kept = []
+    for record in read.records:
+        if record[0] in urls or record[7] in seqs:
+            read.damage.append(f"{record[0]}: a second record of the same URL or sequence number")
+            read.lost += 1
+            read.lost_urls.append(record[0])
+            continue
+        urls.add(record[0])
+        seqs.add(record[7])
+        kept.append(record)
+    return kept
+
+
+def _journal_crawl(journal: Path, generation: int) -> str | None:
+    """The crawl a journal's header names, if it is ``generation``'s (the
+    identity of a snapshot whose own header is lost)."""
+    try:
+        with journal.open("rb") as lines:
+            identity = parse_line(lines.readline()).get("journal") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    crawl = identity.get("crawl")
+    return crawl if identity.get("generation") == generation and isinstance(crawl, str) else None
 
 
 def _current_lease(store: MemoryStore, url: str) -> int:

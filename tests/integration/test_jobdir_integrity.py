@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_aopic.store.base import Credit, Link
+from scrapy_aopic.store.base import PENDING, Credit, Link
 from scrapy_aopic.store.journal import JobdirError, JobdirInUse, JournaledStore, load_jobdir
 from tests.integration.test_crawl import finish, start_crawl
 from tests.support.localsite import LocalSite
@@ -392,3 +392,238 @@ def test_recovery_afresh_says_what_it_did_not_what_to_run(tmp_path, mode, caplog
     assert "is damaged" in message and f"AOPIC_JOBDIR_RECOVERY={mode}: " in message
     assert "aopic: aopic:" not in message and "run it with" not in message
     again.close()
+
+
+# -- 8. a refused JOBDIR under `scrapy crawl`: one ERROR, exit status 1, no traceback ---------
+
+
+def _orphan_journal(path: Path) -> None:
+    generation = int(path.name.split(".")[1])
+    orphan = path.with_name(f"journal.{generation + 1}.jsonl")
+    orphan.write_text('{"journal":{"crawl":"another","generation":%d}}\n["lambda"]\n' % (generation + 1))
+
+
+def _lost_snapshot(path: Path) -> None:
+    path.unlink()
+
+
+@pytest.fixture(scope="module")
+def scrapy_crawled(tmp_path_factory):
+    """A `scrapy crawl` project, a site, and the JOBDIR of a crawl of it
+    stopped after 15 pages."""
+    from tests.integration.test_commands import make_project, run_scrapy
+
+    root = tmp_path_factory.mktemp("refused")
+    with LocalSite(pages=60) as site:
+        project = make_project(root / "project")
+        jobdir = root / "job"
+        args = ["crawl", "followall", "-a", f"seeds={site.base}/p0", "-s", "CLOSESPIDER_PAGECOUNT=15"]
+        first = run_scrapy(args + ["-s", f"JOBDIR={jobdir}"], project)
+        assert first.returncode == 0, first.stderr[-3000:]
+        yield project, jobdir, args
+
+
+def _digests(directory: Path) -> dict[str, str]:
+    import hashlib
+
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file() and p.name != "lock"}
+
+
+@pytest.mark.parametrize("damage", [_truncate_mid_line, _truncate_at_line, _garbage, _bad_header, _edited,
+                                    _orphan_journal, _lost_snapshot, "in_use"],
+                         ids=lambda d: d if isinstance(d, str) else d.__name__.strip("_"))
+def test_scrapy_crawl_on_a_refused_jobdir_ends_cleanly(tmp_path, scrapy_crawled, damage):
+    """Before: the ERROR came after Scrapy's own cleanup tracebacks
+    ("Scraper close failure", CoreStats and SpiderState assertions, "Task
+    exception was never retrieved"). Now: one ERROR naming the file and the
+    recovery settings, a close with its own reason, exit status 1, nothing
+    in the JOBDIR changed (not even the saved stats, simhash or recrawl
+    state of the crawl it belongs to)."""
+    import shutil
+
+    from tests.integration.test_commands import run_scrapy
+
+    project, original, args = scrapy_crawled
+    jobdir = tmp_path / "job"
+    shutil.copytree(original, jobdir)
+    (snapshot,) = files(jobdir, "snapshot.*.jsonl")
+    holder = None
+    if damage == "in_use":
+        holder = JournaledStore(jobdir / "aopic")
+        named, expected = str(jobdir), "is in use by pid"
+    else:
+        damage(snapshot)
+        named = "journal." if damage in (_orphan_journal, _lost_snapshot) else snapshot.name
+        expected = "AOPIC_JOBDIR_RECOVERY=fresh"
+    before = _digests(jobdir)
+    try:
+        result = run_scrapy(args + ["-s", f"JOBDIR={jobdir}"], project)
+    finally:
+        if holder is not None:
+            holder.close()
+    log = result.stderr
+    assert result.returncode == 1, log[-3000:]
+    assert "Traceback" not in log, log[-5000:]
+    errors = [line for line in log.splitlines() if "] ERROR: " in line or "] CRITICAL: " in line]
+    assert len(errors) == 1, errors
+    assert named in errors[0] and expected in errors[0], errors[0]
+    if damage != "in_use":
+        assert "AOPIC_JOBDIR_RECOVERY=salvage" in errors[0]
+    reason = "jobdir_in_use" if damage == "in_use" else "jobdir_damaged"
+    assert f"Spider closed ({reason})" in log
+    assert f"'aopic/{reason}': 1" in log
+    if holder is None:
+        assert _digests(jobdir) == before
+
+
+def test_a_refused_jobdir_closes_a_spider_that_keeps_itself_open(tmp_path, stopped_crawl):
+    """A spider that never closes when idle (DontCloseSpider, as queue-fed
+    spiders do) is closed all the same: the close is asked for as soon as
+    the engine runs, not left to the idle signal."""
+    site, jobdir = stopped_crawl
+    (snapshot,) = files(jobdir, "snapshot.*.jsonl")
+    _garbage(snapshot)
+    started = time.monotonic()
+    stats, log = crawl(tmp_path, "kept-open", site, jobdir, EXTENSIONS={"__main__.KeepOpen": 0})
+    assert time.monotonic() - started < 60
+    assert "Spider closed (jobdir_damaged)" in log and stats["aopic/jobdir_damaged"] == 1
+    assert "Traceback" not in log
+
+
+# -- 9. salvage when the snapshot's header is damaged ------------------------------------------
+
+
+def _site_frontier(directory: Path, pages: int = 12):
+    """A frontier of a small linked site: a crawl closed cleanly (snapshot
+    of every account), reopened, a few more visits journaled, then killed.
+    Returns the crawl id and the state a resume must find."""
+    from scrapy_aopic.engine import AopicEngine
+
+    def link(i, depth=1):
+        return Link(f"http://s.example/{i}", "s.example", depth)
+
+    store = JournaledStore(directory)
+    engine = AopicEngine(store)
+    engine.add_seed(link(0, 0), 1.0)
+    engine.add_seed(Link("http://t.example/", "t.example", 0), 1.0)
+    for _ in range(6):
+        lease = engine.next()
+        n = int(lease.url.rsplit("/", 1)[1] or 0) if "s.example" in lease.url else 0
+        engine.visit(lease, [link((n * 3 + k) % pages) for k in (1, 2, 5)])
+    store.close()
+    store = JournaledStore(directory)  # generation 3: its snapshot, then a journal
+    engine = AopicEngine(store)
+    for _ in range(3):
+        lease = engine.next()
+        engine.visit(lease, [link(pages + 1), link(pages + 2)])
+    in_flight = engine.next()  # leased at the kill: given back on resume
+    crawl = store.crawl_id
+    accounts, lambda_cash, _, injected = store.recount()
+    expected = {v.url: (PENDING if v.url == in_flight.url else v.state,
+                        v.cash + (in_flight.cash if v.url == in_flight.url else 0.0))
+                for v in store.iter_accounts()}
+    store._journal.close()
+    store._lock.release()  # killed
+    return crawl, expected, lambda_cash, injected
+
+
+def _replace_line(path: Path, index: int, data: bytes) -> None:
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[index] = data
+    path.write_bytes(b"".join(lines))
+
+
+@pytest.mark.parametrize("header", [b'{"hello": 1}\n', b"\x00\xffgarbage\n",
+                                    b'{"lambda_targets":"pending","injected":-1}\n'],
+                         ids=["not-a-header", "garbage", "bad-totals"])
+def test_salvage_rebuilds_the_accounts_of_a_snapshot_whose_header_is_damaged(tmp_path, header, caplog):
+    """Before: salvage gave up on a damaged header and started afresh (every
+    page fetched again). Now every account is kept from its own record, the
+    journal since the snapshot is replayed (its header names the crawl),
+    and what is lost is said: lambda's cash at the snapshot, which only the
+    header held."""
+    directory = tmp_path / "aopic"
+    crawl, expected, lambda_cash, injected = _site_frontier(directory)
+    (snapshot,) = files(tmp_path, "snapshot.*.jsonl")
+    lambda_at_snapshot = json.loads(snapshot.read_bytes().splitlines()[0])["lambda_cash"]
+    assert lambda_at_snapshot > 0
+    _replace_line(snapshot, 0, header)
+    with pytest.raises(JobdirError, match="is damaged"):
+        JournaledStore(directory)
+    with caplog.at_level(logging.WARNING):
+        again = JournaledStore(directory, recovery="salvage")
+    try:
+        got = {v.url: (v.state, v.cash) for v in again.iter_accounts()}
+        assert got.keys() == expected.keys()
+        # Every account in the state it had; its cash short only of its
+        # share of what lambda held at the snapshot (lambda visits since
+        # paid pending pages out of it).
+        for url, (state, cash) in expected.items():
+            assert got[url][0] == state and got[url][1] <= cash + 1e-12, url
+        assert again.crawl_id == crawl and again.replayed > 0
+        assert again.header_lost and again.records_lost == 0 and again.cash_lost is None
+        accounts, lambda_now, in_flight, injected_now = again.recount()
+        assert in_flight == 0.0
+        assert abs(accounts + lambda_now - injected_now) <= 1e-12  # the books balance
+        # What is lost is exactly lambda's cash at the snapshot.
+        assert injected_now == pytest.approx(injected - lambda_at_snapshot, abs=1e-12)
+        message = " ".join(r.getMessage() for r in caplog.records)
+        assert "header is unreadable" in message and "lambda's cash" in message and "0 records lost" in message
+        assert (snapshot.parent / (snapshot.name + ".corrupt")).exists()
+    finally:
+        again.close()
+    reopened = JournaledStore(directory)  # the salvaged state is a sound JOBDIR
+    assert {v.url for v in reopened.iter_accounts()} == expected.keys()
+    reopened.close()
+
+
+def test_salvage_skips_a_bad_record_counts_and_names_it_and_keeps_the_rest(tmp_path, caplog):
+    directory = tmp_path / "aopic"
+    _, expected, _, _ = _site_frontier(directory)
+    (snapshot,) = files(tmp_path, "snapshot.*.jsonl")
+    lines = snapshot.read_bytes().splitlines(keepends=True)
+    # Two accounts the journal since does not name (a replay stops at an
+    # entry about an account that is not there): one gets cash below zero,
+    # the other's line is unreadable; the header is gone too.
+    journal = files(tmp_path, "journal.*.jsonl")[0].read_text()
+    untouched = [i for i, line in enumerate(lines[1:-1], 1) if f'"{json.loads(line)[0]}"' not in journal]
+    crawled, pending = untouched[:2]
+    record = json.loads(lines[crawled])
+    record[2] = -5.0
+    lines[crawled] = (json.dumps(record) + "\n").encode()
+    unreadable = json.loads(lines[pending])[0]
+    lines[pending] = b"\xff\xfe not json\n"
+    lines[0] = b"{}\n"
+    snapshot.write_bytes(b"".join(lines))
+    with caplog.at_level(logging.WARNING):
+        again = JournaledStore(directory, recovery="salvage")
+    try:
+        assert again.records_lost == 2 and again.header_lost
+        message = " ".join(r.getMessage() for r in caplog.records)
+        assert "2 records lost" in message and record[0] in message
+        known = {v.url for v in again.iter_accounts()}
+        assert record[0] not in known
+        assert known >= expected.keys() - {record[0], unreadable}
+        accounts, lambda_now, in_flight, injected_now = again.recount()
+        assert abs(accounts + lambda_now + in_flight - injected_now) <= 1e-12
+        assert all(v.cash >= 0 for v in again.iter_accounts())
+    finally:
+        again.close()
+
+
+def test_a_crawl_salvaged_from_a_damaged_header_fetches_nothing_twice(tmp_path, stopped_crawl):
+    """End to end: a crawl stopped after 30 pages, its snapshot's header
+    overwritten, resumed with AOPIC_JOBDIR_RECOVERY=salvage: the pages
+    crawled before are not fetched again, the rest are, the books balance."""
+    site, jobdir = stopped_crawl
+    (snapshot,) = files(jobdir, "snapshot.*.jsonl")
+    _bad_header(snapshot)
+    stats, log = crawl(tmp_path, "salvaged", site, jobdir, AOPIC_JOBDIR_RECOVERY="salvage")
+    assert "header is unreadable" in log
+    assert stats["aopic/jobdir/recovered/salvage"] == 1 and stats["aopic/jobdir/header_lost"] == 1
+    assert "aopic/jobdir/records_lost" not in stats
+    assert books(stats) <= 1e-9
+    hits = dict(site.hits)
+    reachable = site.reachable_pages()
+    assert all(hits.get(page, 0) == 1 for page in reachable), {p: hits.get(p) for p in reachable if hits.get(p) != 1}

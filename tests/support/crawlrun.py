@@ -38,6 +38,24 @@ class FollowAllSpider(Spider):
         yield {"url": response.url, "status": response.status}
 
 
+class KeepOpen:
+    """An extension keeping the spider open when idle, as spiders fed from
+    a queue do (scrapy-redis): ``EXTENSIONS = {"__main__.KeepOpen": 0}``."""
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        from scrapy import signals
+
+        ext = cls()
+        crawler.signals.connect(ext.spider_idle, signal=signals.spider_idle)
+        return ext
+
+    def spider_idle(self, spider):
+        from scrapy.exceptions import DontCloseSpider
+
+        raise DontCloseSpider
+
+
 def _request(url):
     from scrapy import Request
 

@@ -820,3 +820,119 @@ def test_end_to_end_continuous_crawl(tmp_path):
     assert stats.get("aopic/recrawl/new_links", 0) >= 1
     assert any(etag for _, etag in hub_fetches)  # revisits were conditional
     assert stats["aopic/conservation_error"] <= 1e-9 * max(1.0, stats["aopic/cash_injected"])
+
+# -- hostile validators: bounded per value, counted, logged once ----------------------------------
+
+
+def test_a_hostile_etag_is_not_kept_counted_and_logged_once(caplog):
+    """A server sending 1 MB ETags (and Last-Modified values) on every page:
+    before, the hook kept each one for every page until its next visit and
+    sent it back on every revisit (50 pages: 100 MB held). Now a value over
+    AOPIC_RECRAWL_VALIDATOR_MAX_BYTES is not kept, each one is counted and
+    the first is logged; ordinary values are kept as before."""
+    import logging
+
+    from scrapy.http import HtmlResponse
+
+    from scrapy_aopic.recrawl.hook import RecrawlHook
+
+    crawler = make_crawler()
+    hook = RecrawlHook.from_crawler(crawler)
+    assert hook.validator_max_bytes == 256  # the default
+    huge = '"' + "e" * (1 << 20) + '"'
+    date = "Wed, 21 Oct 2015 07:28:00 GMT"
+    pages = 50
+    with caplog.at_level(logging.WARNING):
+        for i in range(pages):
+            url = f"http://hostile.example/{i}"
+            headers = {"ETag": huge, "Last-Modified": date + " " * (1 << 20) + "x"}
+            hook.observe_response(url, HtmlResponse(url, body=f"<p>{i}</p>".encode(), headers=headers))
+            # a 304 refreshing the validators is held to the same bound
+            hook.refresh_validators(url, HtmlResponse(url, status=304, headers={"ETag": huge}))
+        hook.observe_response("http://fine.example/", HtmlResponse(
+            "http://fine.example/", body=b"<p>ok</p>", headers={"ETag": '"abc"', "Last-Modified": date}))
+    held = sum(len(v.validators.etag or "") + len(v.validators.last_modified or "") for v in hook.versions.values())
+    assert held == len('"abc"') + len(date)
+    assert crawler.stats.get_value("aopic/recrawl/validators_dropped") == 3 * pages
+    assert hook.request_headers("http://hostile.example/3") == {}
+    assert hook.request_headers("http://fine.example/") == {"If-None-Match": '"abc"', "If-Modified-Since": date}
+    warnings = [r.getMessage() for r in caplog.records if "AOPIC_RECRAWL_VALIDATOR_MAX_BYTES" in r.getMessage()]
+    assert len(warnings) == 1 and "Last-Modified header of http://hostile.example/0 is 1048606 bytes" in warnings[0]
+    # A state saved without the bound is held to it when loaded.
+    state = hook.to_state()
+    state["versions"]["http://old.example/"] = [None, None, huge, None]
+    again = RecrawlHook(crawler, hook.planner)
+    again.load(state)
+    assert again.versions["http://old.example/"].validators.etag is None
+    assert again.versions["http://fine.example/"].validators.etag == '"abc"'
+
+
+def test_validator_bound_setting():
+    from scrapy_aopic.recrawl.hook import RecrawlHook
+
+    assert RecrawlHook.from_crawler(make_crawler({"AOPIC_RECRAWL_VALIDATOR_MAX_BYTES": 0})).validator_max_bytes is None
+    assert RecrawlHook.from_crawler(make_crawler({"AOPIC_RECRAWL_VALIDATOR_MAX_BYTES": "64"})).validator_max_bytes == 64
+    with pytest.raises(ValueError, match="AOPIC_RECRAWL_VALIDATOR_MAX_BYTES"):
+        RecrawlHook.from_crawler(make_crawler({"AOPIC_RECRAWL_VALIDATOR_MAX_BYTES": -1}))
+
+
+def test_a_crawl_of_a_site_sending_huge_etags_keeps_its_state_small(tmp_path):
+    """A real crawl with revisits of a site whose pages send huge ETags:
+    1 MB ones (Scrapy's HTTP/1.1 client refuses those responses itself) and
+    12 KB ones, which Scrapy passes on (its limit is 16 KB a line). The re-crawl state saved in JOBDIR
+    stays small, revisits are not conditional on the dropped values, and
+    every one dropped is counted."""
+    from tests.integration.test_crawl import finish, start_crawl
+
+    requests = []
+    pages = 40
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            requests.append((self.path, len(self.headers.get("If-None-Match") or "")))
+            n = int(self.path.strip("/") or 0)
+            links = "".join(f'<a href="/{(n * 7 + k) % pages}">{k}</a> ' for k in (1, 2, 3))
+            data = f"<html><body><p>page {n} {'w%d ' % (n * 9973) * 30}</p>{links}</body></html>".encode()
+            size = (1 << 20) if n % 10 == 9 else 12 * 1024
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("ETag", '"' + "e" * size + '"')
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client refused the 1 MB header
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    jobdir = tmp_path / "job"
+    try:
+        process, out = start_crawl(tmp_path, "hostile", [f"http://127.0.0.1:{server.server_address[1]}/0"], {
+            "DOWNLOADER_MIDDLEWARES": {"scrapy_aopic.middlewares.recrawl.RecrawlMiddleware": 540},
+            "AOPIC_RECRAWL": True,
+            "AOPIC_RECRAWL_MIN_INTERVAL": 0.5,
+            "AOPIC_RECRAWL_MAX_INTERVAL": 1.0,
+            "AOPIC_RECRAWL_INITIAL_INTERVAL": 0.5,
+            "CLOSESPIDER_TIMEOUT": 6,
+            "RETRY_ENABLED": False,
+            "JOBDIR": str(jobdir),
+        })
+        stats = finish(process, out)["stats"]
+    finally:
+        server.shutdown()
+    log = (tmp_path / "hostile.log").read_text()
+    fetched = {path for path, _ in requests}
+    revisits = len(requests) - len(fetched)
+    assert len(fetched) >= 30 and revisits >= 10, (len(fetched), revisits)
+    assert stats["aopic/recrawl/validators_dropped"] >= 30
+    assert log.count("more than AOPIC_RECRAWL_VALIDATOR_MAX_BYTES=256") == 1
+    assert max(size for _, size in requests) == 0  # no revisit sent a 12 KB If-None-Match back
+    versions = json.loads((jobdir / "aopic-recrawl.json").read_text())["versions"]
+    assert len(versions) >= 30
+    kept = sum(len(v[2] or "") + len(v[3] or "") for v in versions.values())
+    assert kept == 0, kept  # main: 12 KB per page, held in memory and saved
+    assert stats["aopic/conservation_error"] <= 1e-9 * max(1.0, stats["aopic/cash_injected"])
