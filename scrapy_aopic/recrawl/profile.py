@@ -23,7 +23,8 @@ only shifts its profile; it needs no configuration.
 
 No Scrapy; pure Python but for :meth:`DayProfile.fit` (numpy, as the
 budget's solve), the hour-of-day profile the weekly timetables are placed
-on.
+on, and the screening of weekday boundaries in a refit (numpy, then the
+exact sums in Python).
 """
 
 from __future__ import annotations
@@ -383,13 +384,6 @@ class RateProfile:
 
     # -- learning -----------------------------------------------------------
 
-    def _weight(self, t: float) -> float:
-        if self.forget is None:
-            return 1.0
-        weight, self._reference = growing_weight(self._reference, t, self.forget, self._rescale)
-        self._now = self._events = None  # the reference may have moved
-        return weight
-
     def _rescale(self, factor: float) -> None:
         self._flush()
         self.counts = [c * factor for c in self.counts]
@@ -420,7 +414,7 @@ class RateProfile:
         forget = self.forget
         if forget is None:
             weight = 1.0
-        else:  # self._weight(t1), inlined (growing_weight's arithmetic): twice per visit
+        else:  # growing_weight(...), inlined with its arithmetic: observe runs twice per visit
             reference = self._reference
             if reference is None:
                 reference = t1
