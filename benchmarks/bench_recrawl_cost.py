@@ -17,6 +17,13 @@ digests mean the two checkouts made exactly the same decisions.
     .venv/bin/python benchmarks/bench_recrawl_cost.py            # this checkout only
     .venv/bin/python benchmarks/bench_recrawl_cost.py --timetable   # AOPIC_RECRAWL_TIMETABLE on
     .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main --burst  # bursts on here
+    .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main --burst both  # on both sides
+    .venv/bin/python benchmarks/bench_recrawl_cost.py --memory --trace debian --years 0.8  # bytes per page
+
+``--memory`` runs this checkout once under ``tracemalloc`` (slower: no
+timing) and prints the memory still held at the end by what
+``scrapy_aopic/recrawl`` allocated (records, histories, profiles, heaps,
+queues; the URL strings come from the trace and are not counted), per page.
 """
 
 from __future__ import annotations
@@ -33,7 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def worker(
-    root: str, trace_name: str, years: float, last_modified: bool, timetable: bool = False, burst: bool = False
+    root: str, trace_name: str, years: float, last_modified: bool, timetable: bool = False, burst: bool = False,
+    memory: bool = False,
 ) -> dict:
     # scrapy_aopic from ``root``; the trace tools from this checkout's
     # benchmarks (imported after, so their sys.path edit cannot shadow it).
@@ -57,11 +65,25 @@ def worker(
         settings["AOPIC_RECRAWL_TIMETABLE"] = True
     if burst:
         settings["AOPIC_RECRAWL_BURST"] = True
+    if memory:
+        import gc
+        import tracemalloc
+
+        tracemalloc.start(1)  # the allocating line: the planner's own code for its state
     fetches, us, visits = run_planner(trace, settings, last_modified, timer=time.thread_time)
+    held = None
+    if memory:
+        gc.collect()
+        snapshot = tracemalloc.take_snapshot().filter_traces(
+            [tracemalloc.Filter(True, str(Path(scrapy_aopic.__file__).parent / "recrawl" / "*"))]
+        )
+        held = sum(stat.size for stat in snapshot.statistics("filename"))
+        tracemalloc.stop()
     digest = hashlib.sha256(
         json.dumps([fetches[p.url] for p in trace.pages]).encode()
     ).hexdigest()[:16]
-    return {"us": us, "visits": visits, "digest": digest, "file": scrapy_aopic.__file__}
+    return {"us": us, "visits": visits, "digest": digest, "file": scrapy_aopic.__file__,
+            "pages": len(trace.pages), "held": held}  # fmt: skip
 
 
 def main(argv=None) -> int:
@@ -72,11 +94,20 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--last-modified", action="store_true")
     parser.add_argument("--timetable", action="store_true", help="AOPIC_RECRAWL_TIMETABLE = True")
-    parser.add_argument("--burst", action="store_true", help="AOPIC_RECRAWL_BURST = True (this side only)")
+    parser.add_argument("--burst", nargs="?", const="this", choices=("this", "both"),
+                        help="AOPIC_RECRAWL_BURST = True on this side only (or on both)")
+    parser.add_argument("--memory", action="store_true", help="this checkout once, bytes held per page")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.worker:
-        print(json.dumps(worker(args.worker, args.trace, args.years, args.last_modified, args.timetable, args.burst)))
+    if args.worker or args.memory:
+        out = worker(args.worker or str(ROOT), args.trace, args.years, args.last_modified, args.timetable,
+                     bool(args.burst), args.memory)  # fmt: skip
+        if args.worker:
+            print(json.dumps(out))
+        else:
+            print(f"{args.trace}, first {args.years:g} years: {out['pages']} pages, {out['visits']} visits; "
+                  f"held by scrapy_aopic/recrawl at the end: {out['held'] / 1024:.0f} KiB, "
+                  f"{out['held'] / out['pages']:.0f} B per page")  # fmt: skip
         return 0
     sides = {"this": str(ROOT)}
     if args.against:
@@ -88,7 +119,7 @@ def main(argv=None) -> int:
             cmd = [sys.executable, __file__, "--worker", sides[name], "--trace", args.trace,
                    "--years", str(args.years)] + (["--last-modified"] if args.last_modified else []) + (
                 ["--timetable"] if args.timetable else []) + (
-                ["--burst"] if args.burst and name == "this" else [])  # fmt: skip
+                ["--burst"] if args.burst == "both" or (args.burst and name == "this") else [])  # fmt: skip
             out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
             results[name].append(out)
             print(f"  run {rep + 1} {name:<6} {out['us']:7.1f} µs/visit  {out['visits']} visits  "

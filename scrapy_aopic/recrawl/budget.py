@@ -83,7 +83,13 @@ class FreshnessAllocator:
         """The frequency of one page at the current multiplier."""
         if self.mu is None or rate <= 0 or weight <= 0:
             return self.f_min if rate <= 0 else self.f_max
-        x = g_inverse(self.mu * rate / weight)
+        y = self.mu * rate / weight
+        if _GS[0] < y < _GS[-1]:  # g_inverse(y), inlined (once per visit)
+            i = bisect_left(_GS, y)
+            g0 = _GS[i - 1]
+            x = _XS[i - 1] + (_XS[i] - _XS[i - 1]) * (y - g0) / (_GS[i] - g0)
+        else:
+            x = g_inverse(y)
         f = rate / x if x > 0 else self.f_max
         return min(max(f, self.f_min), self.f_max)
 

@@ -304,11 +304,19 @@ class TimedChangeHistory:
 
     def rate(self, now: float | None = None, prior_rate: float = 0.0, prior_changes: float = 0.5) -> float:
         """The (shrunk) maximum-likelihood change rate as of ``now``, per second."""
-        if self.base is None:
+        base = self.base
+        if base is None:
             return prior_rate
-        scale = math.exp(-(max(now or self.base, self.base) - self.base) / self.window)
+        scale = math.exp(-(max(now or base, base) - base) / self.window)
         unchanged = self.unchanged * scale
-        terms = [(w * scale, total / w) for w, total in self.buckets.values() if w > 0]
+        # (w, t, w * t) per bucket as of ``now``: built once per call (the
+        # planner's once per visit), the products not once per Newton step.
+        terms = []
+        for w, total in self.buckets.values():
+            if w > 0:
+                t = total / w
+                w *= scale
+                terms.append((w, t, w * t))
         k0 = prior_changes if prior_rate > 0 else 0.0
         if k0:
             unchanged += k0 / prior_rate
@@ -316,19 +324,18 @@ class TimedChangeHistory:
             return 0.0
         else:
             # No prior: Cho & Garcia-Molina's half-interval correction.
-            weight = sum(w for w, _ in terms)
-            unchanged += 0.5 * sum(w * t for w, t in terms) / weight
+            weight = sum(w for w, _, _ in terms)
+            unchanged += 0.5 * sum(wt for _, _, wt in terms) / weight
         if unchanged <= 0:
             return math.inf
         # Newton on log r (the excess is convex and decreasing in r): a few
         # steps from the last solution, which moves little between visits.
-        r = self.hint if self.hint > 0 else (k0 + sum(w for w, _ in terms)) / unchanged
+        r = self.hint if self.hint > 0 else (k0 + sum(w for w, _, _ in terms)) / unchanged
         expm1, exp = math.expm1, math.exp
-        # (w, t, w * t): the products once, not once per Newton step
-        terms = [(w, t, w * t) for w, t in terms]
         for _ in range(40):
-            v = k0 / r - unchanged
-            s = -k0 / r
+            q = k0 / r
+            v = q - unchanged
+            s = -q
             for w, t, wt in terms:
                 x = r * t
                 if x > 700.0:

@@ -287,11 +287,13 @@ class RecrawlHook:
         many were queued."""
         now = self.clock() if now is None else now
         queued = 0
+        pages = self.planner.pages
         for url in self.planner.due(now):
-            host = self.planner.host_of(url) or ""
+            record = pages[url]  # due() returns planned pages only
+            host = record.host or ""
             if store.repend(Link(url, host, 0)):
                 queued += 1
-                self.overdue.push(url, host, self.planner.deadline_of(url) or now)
+                self.overdue.push(url, host, record.deadline or now)
                 continue
             view = store.get(url)
             if view is None or view.state in (ALIAS, REFUSED):
@@ -312,8 +314,14 @@ class RecrawlHook:
         ``ready`` (with ``AOPIC_RECRAWL_DUE_FIRST``). ``None``: take the
         richest pending URL as usual."""
         now = self.clock()
-        self.release_due(store, now)
-        if not self.due_first:
+        # The frontier asks at every request, and most of the time nothing
+        # is due, nothing is overdue and no save is due: answer that from
+        # the two heaps' tops without the calls (release_due and pop do
+        # the same checks first; this only skips the calls).
+        heap = self.planner._heap
+        if (heap and heap[0][0] <= now) or now - self._saved_at >= self.state_interval:
+            self.release_due(store, now)
+        if not self.due_first or not self.overdue.maybe_due(now):
             return None
         for _ in range(16):
             url = self.overdue.pop(now, ready)
@@ -321,7 +329,8 @@ class RecrawlHook:
                 return None
             lease = store.take(url)
             if lease is not None:
-                self._inc("aopic/recrawl/due_first")
+                if self.stats is not None:
+                    self._inc("aopic/recrawl/due_first")
                 return lease
         return None
 
@@ -357,7 +366,7 @@ class RecrawlHook:
             not_modified=not_modified, depth=depth, last_modified=last_modified,
             importance=importance,
         )  # fmt: skip
-        if revisit:
+        if revisit and self.stats is not None:
             self._inc("aopic/recrawl/revisits")
             if not_modified:
                 self._inc("aopic/recrawl/not_modified")
@@ -367,7 +376,7 @@ class RecrawlHook:
                 self._inc("aopic/recrawl/unchanged")
             if new_links:
                 self._inc("aopic/recrawl/new_links", new_links)
-            if self.stats is not None and self.planner.revisits % 100 == 0:
+            if self.planner.revisits % 100 == 0:
                 self.update_stats(top_hubs=False)
         return due
 

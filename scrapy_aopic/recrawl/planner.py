@@ -543,11 +543,13 @@ class RecrawlPlanner:
 
     def _pool_add(self, record: PageRecord, now: float, span: float, changed: bool) -> None:
         w = self._pool_weight(now)
+        pools = self._pools
+        added = w if changed else 0.0
         for name in (record.key, record.site, "*"):
-            pool = self._pools.get(name)
+            pool = pools.get(name)
             if pool is None:
-                pool = self._pools[name] = [0.0, 0.0]
-            pool[0] += w if changed else 0.0
+                pool = pools[name] = [0.0, 0.0]
+            pool[0] += added
             pool[1] += w * span
             if name == record.site == record.key:
                 break
@@ -633,9 +635,10 @@ class RecrawlPlanner:
         its new links, plus ``change_weight`` times its change rate (the
         change rate alone for a page without link counts). ``None``:
         nothing known yet."""
-        hub = record.counted and record.new_links > 0
+        counted = record.exposure > 0  # record.counted, without the property call
+        hub = counted and record.new_links > 0
         rate = self._scale(record, self.shape_of(record)[1]) * record.boost if hub else 0.0
-        weight = self.change_weight if record.counted else 1.0
+        weight = self.change_weight if counted else 1.0
         if weight > 0 and record.history is not None and len(record.history):
             rate += weight * record.history.rate(now, self.prior_rate(record, now))
         elif not hub:
@@ -874,17 +877,22 @@ class RecrawlPlanner:
         if not heap or heap[0][0] > now:
             return []  # the hot path: nothing due (stale entries wait)
         released = []
-        while True:
-            self._clean()
-            if not heap or heap[0][0] > now:
-                return released
-            _, url = heapq.heappop(heap)
-            record = self.pages[url]
+        pages = self.pages
+        heappop = heapq.heappop
+        while heap:
+            due, url = heap[0]
+            if due > now:
+                break
+            heappop(heap)
+            record = pages.get(url)
+            if record is None or record.due != due:
+                continue  # stale (_clean's test)
             released.append(url)
             watchdog = now + self.max_interval
             # Keep the deadline of a due page: it decides who goes first.
             deadline = record.deadline if record.deadline is not None else now
             self._set_due(url, record, watchdog, deadline)
+        return released
 
     def next_wakeup(self) -> float | None:
         """When the next page falls due (``None``: nothing planned)."""
@@ -1063,6 +1071,12 @@ class OverdueQueue:
 
     def __len__(self) -> int:
         return len(self._live)
+
+    def maybe_due(self, now: float) -> bool:
+        """Whether :meth:`pop` may find something at ``now`` (``False``:
+        it would return ``None``; stale entries may make it ``True``)."""
+        order = self._order
+        return bool(order) and order[0][0] <= now
 
     def _first(self, host: str) -> tuple[float, int, str] | None:
         """The host's first live entry (stale ones dropped)."""

@@ -95,8 +95,16 @@ def place(rates: Sequence[float], k: int, sweeps: int = 12) -> list[int]:
                 nxt = slots[i + 1] if i + 1 < k else slots[0] + BINS
                 here = slots[i]
                 top = cost(prev, here) + cost(here, nxt)
+                # cost(prev, b) + cost(b, nxt) for every b between, inlined
+                # (the same arithmetic; a timetable build is mostly this loop)
+                shift = (prev // BINS) * BINS
+                a = prev - shift
+                pa, qa = p1[a], p2[a]
                 for b in range(prev + 1, nxt):
-                    c = cost(prev, b) + cost(b, nxt)
+                    u = b - shift
+                    split = (b // BINS) * BINS
+                    v, w = b - split, nxt - split
+                    c = (u * (p1[u] - pa) - (p2[u] - qa)) + (w * (p1[w] - p1[v]) - (p2[w] - p2[v]))
                     if c < top - 1e-12:
                         top, here = c, b
                 if here != slots[i]:
@@ -118,8 +126,15 @@ def place(rates: Sequence[float], k: int, sweeps: int = 12) -> list[int]:
             for j, a in enumerate(ring):
                 b = ring[j + 1] if j + 1 < len(ring) else ring[0] + BINS
                 whole = cost(a, b)
+                shift = (a // BINS) * BINS
+                u0 = a - shift
+                pa, qa = p1[u0], p2[u0]
                 for c in range(a + 1, b):
-                    saved = whole - cost(a, c) - cost(c, b)
+                    # whole - cost(a, c) - cost(c, b), inlined (the same arithmetic)
+                    u = c - shift
+                    split = (c // BINS) * BINS
+                    v, w = c - split, b - split
+                    saved = whole - (u * (p1[u] - pa) - (p2[u] - qa)) - (w * (p1[w] - p1[v]) - (p2[w] - p2[v]))
                     if saved > gain:
                         gain, pick = saved, c % BINS
             greedy.append(pick)
