@@ -150,6 +150,10 @@ define("AOPIC_PRIORITY_HORIZON", 0.0, "core", """
     with the default ``AOPIC_LAMBDA_TARGETS = "pending-cash"`` it loses 1.6
     points on synthetic-100k at 10 % and 1.7 on the Rust docs at 25 %. Try
     ``100`` with ``"pending"`` on documentation-like sites.""")
+define("AOPIC_DISCOVERY_CASH", 0.0, "core", """
+    Share of ``AOPIC_SEED_CASH`` brought in for every URL the first time it
+    becomes known through a link found on a fetched page (``0``: none).
+    TODO-figures""")
 define("AOPIC_DIRECT_LANE_SHARE", 0.5, "core", """
     Largest share of the requests handed out that the direct lane may take
     while cash-ordered URLs are waiting too. The lane holds the requests a

@@ -33,12 +33,14 @@ def finish(process, out, timeout=120):
     return json.loads(out.read_text())
 
 
-@pytest.mark.parametrize("horizon", [0.0, 5.0])  # AOPIC_PRIORITY_HORIZON: another order, the same books
-def test_crawl_with_errors_redirects_timeouts_and_binaries(tmp_path, horizon):
+# AOPIC_PRIORITY_HORIZON: another order, the same books; AOPIC_DISCOVERY_CASH: more cash in, still balanced
+@pytest.mark.parametrize("horizon, discovery", [(0.0, 0.0), (5.0, 0.0), (0.0, 0.05)])
+def test_crawl_with_errors_redirects_timeouts_and_binaries(tmp_path, horizon, discovery):
     export = tmp_path / "importance.jsonl"
     with LocalSite(pages=60, slow_seconds=3.0) as site:
         process, out = start_crawl(tmp_path, "crawl", [site.base + "/p0"], {
             "AOPIC_PRIORITY_HORIZON": horizon,
+            "AOPIC_DISCOVERY_CASH": discovery,
             "CONCURRENT_REQUESTS": 1,  # one at a time: the order must be exactly greedy
             "DOWNLOAD_TIMEOUT": 1,
             "RETRY_TIMES": 1,
@@ -52,7 +54,14 @@ def test_crawl_with_errors_redirects_timeouts_and_binaries(tmp_path, horizon):
 
     # The books balance, whatever happened to each request.
     injected = stats["aopic/cash_injected_total"]
-    assert injected == 1.0
+    # The seed, and the share per URL a page's links made known (every
+    # reachable page but the seed, and the error pages; no redirect target).
+    discovered = (injected - 1.0) / discovery if discovery else 0
+    assert discovered == pytest.approx(round(discovered), abs=1e-6)
+    if discovery:
+        assert len(reachable) - 1 <= round(discovered) < len(reachable) + 20
+    else:
+        assert injected == 1.0
     assert stats["aopic/conservation_error"] <= 1e-9 * injected
     # Every fetch took the richest URL there was (the first by priority with a horizon).
     assert len(report["fetched_cash"]) > len(reachable)
