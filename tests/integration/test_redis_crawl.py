@@ -800,3 +800,25 @@ def test_priority_horizon_is_ignored_on_redis_counted_and_said_once(redis_url, c
         assert store.peek()[0] == "http://o.test/old"
     finally:
         scheduler.close("finished")
+
+
+def test_discovery_cash_reaches_the_redis_store_and_its_books(redis_url):
+    """AOPIC_DISCOVERY_CASH is read once and sent with every visit: the Lua
+    brings it in with each URL the visit makes known, counted as injected."""
+    scheduler, crawler, _, _ = shared_scheduler(redis_url, AOPIC_DISCOVERY_CASH=0.05, AOPIC_SEED_CASH=2.0)
+    try:
+        assert crawler.stats.get_value("aopic/discovery_cash_ignored") is None
+        engine = scheduler.frontier.engine
+        assert engine.discovery_cash == 0.05 and engine.store.discovery_cash == pytest.approx(0.1)
+        engine.add_seed(Link("http://s.test/src", "s.test", 0))
+        engine.add_seed(Link("http://k.test/known", "k.test", 0))
+        lease = engine.store.pop(lambda h: h == "s.test")
+        engine.visit(lease, [Link("http://n.test/a", "n.test", 1), Link("http://n.test/b", "n.test", 1),
+                             Link("http://k.test/known", "k.test", 1)])
+        assert engine.totals().injected == pytest.approx(4.0 + 2 * 0.1)
+        assert engine.store.get("http://n.test/a").cash == pytest.approx(2.0 / 4 + 0.1)
+        assert engine.store.get("http://k.test/known").cash == pytest.approx(2.0 + 2.0 / 4)
+        assert engine.conservation_error() <= 1e-12
+    finally:
+        scheduler.frontier.store.clear()
+        scheduler.close("finished")
