@@ -252,8 +252,11 @@ class Frontier:
         if self.engine.discovery_cash != self.discovery_cash:
             # A store that cannot bring cash in on a visit (Redis) brings none.
             self.stats.set_value("aopic/discovery_cash_ignored", 1)
-            logger.warning("aopic: AOPIC_DISCOVERY_CASH=%g is not available with the %s backend: "
-                           "URLs discovered bring no cash", self.discovery_cash, self.backend)
+            chosen = self.crawler.settings.get("AOPIC_DISCOVERY_CASH") is not None
+            logger.log(logging.WARNING if chosen else logging.INFO,
+                       "aopic: AOPIC_DISCOVERY_CASH=%g%s is not available with the %s backend: "
+                       "URLs discovered bring no cash", self.discovery_cash, "" if chosen else " (the default)",
+                       self.backend)
         if self.engine.priority_horizon != self.priority_horizon:
             # A store that cannot order by priority (Redis) keeps the cash order.
             self.stats.set_value("aopic/priority_horizon_ignored", 1)

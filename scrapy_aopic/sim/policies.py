@@ -396,8 +396,8 @@ class EnginePolicy(Policy):
     :param priority_horizon: ``AOPIC_PRIORITY_HORIZON`` in fetches (0: cash
         order); ``None``: the shipped default.
     :param discovery_cash: ``AOPIC_DISCOVERY_CASH``, a share of
-        ``seed_cash`` per URL discovered (0: none); ``None``: the shipped
-        default.
+        ``seed_cash`` per URL discovered; 0 (none: the paper's algorithm)
+        unless given, :meth:`shipped` gives the product's default.
 
     On graphs with trap labels it also measures where lambda's cash goes:
     :attr:`lambda_log` holds ``(fetches, paid, paid_to_traps)`` (running
@@ -420,16 +420,14 @@ class EnginePolicy(Policy):
         max_revisits: int = 1,
         priority_horizon: float | None = None,
         seed_cash: float = 1.0,
-        discovery_cash: float | None = None,
+        discovery_cash: float = 0.0,
     ):
-        from ..settings import DEFAULTS
-
         self.seed_cash = seed_cash
         if priority_horizon is None:
+            from ..settings import DEFAULTS
+
             priority_horizon = float(DEFAULTS["AOPIC_PRIORITY_HORIZON"])
         self.priority_horizon = priority_horizon
-        if discovery_cash is None:
-            discovery_cash = float(DEFAULTS["AOPIC_DISCOVERY_CASH"])
         self.discovery_cash = discovery_cash
         self.lambda_targets = lambda_targets
         self.lambda_tax = lambda_tax
