@@ -250,7 +250,7 @@ class Frontier:
             discovery_cash=self.discovery_cash,
         )
         if self.engine.discovery_cash != self.discovery_cash:
-            # A store that cannot bring cash in on a visit (Redis) brings none.
+            # A store that cannot bring cash in on a visit (Redis Cluster) brings none.
             self.stats.set_value("aopic/discovery_cash_ignored", 1)
             chosen = self.crawler.settings.get("AOPIC_DISCOVERY_CASH") is not None
             logger.log(logging.WARNING if chosen else logging.INFO,
