@@ -790,14 +790,14 @@ if OP == 'settle_visit' then
   -- url id history visited_at discovery-cash, then (url host depth req
   -- amount) per credit
   local result
+  local bonus = tonumber(ARGV[A + 4])
+  if not bonus or bonus ~= bonus or bonus < 0 or bonus == math.huge then  -- before any write
+    return redis.error_reply('discovery cash is not an amount: ' .. tostring(ARGV[A + 4]))
+  end
   local cash = visited(ARGV[A], tonumber(ARGV[A + 1]), tonumber(ARGV[A + 2]), tonumber(ARGV[A + 3]))
   if not cash then
     result = 0
   else
-    local bonus = tonumber(ARGV[A + 4])
-    if not bonus or bonus ~= bonus or bonus < 0 or bonus == math.huge then
-      return redis.error_reply('discovery cash is not an amount: ' .. tostring(ARGV[A + 4]))
-    end
     to_lambda(cash - credit_all(A + 5, #ARGV, bonus))
     result = 1
   end
