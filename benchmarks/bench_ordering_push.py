@@ -97,7 +97,6 @@ from scrapy_aopic.sim.pagerank import DAMPING, pagerank  # noqa: E402
 from scrapy_aopic.sim.policies import BatchPageRank, EnginePolicy, Policy, shipped_engine_kwargs  # noqa: E402
 from scrapy_aopic.sim.report import markdown_table  # noqa: E402
 from scrapy_aopic.sim.runner import FRACTIONS, compare  # noqa: E402
-from scrapy_aopic.store.base import Link  # noqa: E402
 
 UNKNOWN, PENDING, CRAWLED = 0, 1, 2
 TELEPORTS = ("known", "seeds", "lambda-cash", "lambda-uniform")
@@ -304,26 +303,18 @@ class PushRank(Policy):
 
 
 class EngineTeleport(EnginePolicy):
-    """The engine as shipped (``engine.add_seed``, ``store.inject``: no code
-    change) given ``share`` of a seed's cash for every URL it discovers,
-    before the visit that found it credits it: ``known``'s teleport in
-    AOPIC's books (the cash put in grows with every URL discovered)."""
+    """The engine as shipped with ``AOPIC_DISCOVERY_CASH = share``: every URL
+    it discovers brings ``share`` of a seed's cash, before the visit that
+    found it credits it: ``known``'s teleport in AOPIC's books (the cash put
+    in grows by that much per URL discovered). Built into the engine and the
+    stores from this prototype (issue 18)."""
 
-    family = "prototype"
+    family = "aopic"
 
     def __init__(self, share: float = 1.0, **kwargs):
-        super().__init__(**{**shipped_engine_kwargs(), **kwargs})
-        self.share = share  # of a seed's cash, per URL discovered
-        self.name = "engine + cash per new URL" + (f" x{share:g}" if share != 1 else "")
+        super().__init__(**{**shipped_engine_kwargs(), "discovery_cash": share, **kwargs})
+        self.name = f"engine, AOPIC_DISCOVERY_CASH={share:g}"
         self.name += "".join(f" {k}={v}" for k, v in kwargs.items())
-
-    def fetched(self, node, links, new):
-        host, names = self.host, self.host_names
-        depth = self.lease.depth + 1
-        cash = self.share * self.engine.seed_cash
-        for v in new:
-            self.engine.add_seed(Link(str(v), names[host[v]], depth), cash)
-        super().fetched(node, links, new)
 
 
 def run(graphs, eps_values, teleports, rules, baselines: bool, shares=(1.0,)) -> None:
@@ -383,7 +374,7 @@ def main() -> int:
         "--no-baselines", action="store_true", help="skip the shipped engine and batch PageRank"
     )
     parser.add_argument(
-        "--shares", default="1", help="the engine given this share of a seed's cash per URL discovered ('none': skip)"
+        "--shares", default="1", help="rows of the shipped engine with AOPIC_DISCOVERY_CASH at each of these ('none': skip)"
     )
     args = parser.parse_args()
     run(

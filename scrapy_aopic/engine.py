@@ -6,9 +6,10 @@ simulator all drive this one implementation (Abiteboul, Preda, Cobena,
 
 The engine decides *how much* cash moves *where*; a
 :class:`~scrapy_aopic.store.base.FrontierStore` applies each move atomically.
-Cash enters only through seeds (:meth:`AopicEngine.add_seed`) and is never
-created or lost afterwards, which :meth:`AopicEngine.conservation_error`
-checks by recounting every account.
+Cash enters only through seeds (:meth:`AopicEngine.add_seed`) and, with
+``discovery_cash``, with each URL a visit makes known; it is never created or
+lost otherwise, which :meth:`AopicEngine.conservation_error` checks by
+recounting every account against what was brought in.
 """
 
 from __future__ import annotations
@@ -114,6 +115,11 @@ class AopicEngine:
         the virtual-revisit rule compare against the *first* pending URL's
         cash (:meth:`FrontierStore.peek`), which with a horizon is the one
         with the highest priority. Cash moves exactly as without it.
+    :param discovery_cash: a share of ``seed_cash`` brought in for every URL
+        first made known by a visit's links (``AOPIC_DISCOVERY_CASH``; 0:
+        none): a teleport to the pages the crawl knows, counted as injected
+        cash. Needs a store with ``supports_discovery_cash``, otherwise it
+        stays off (see :attr:`discovery_cash`).
     """
 
     def __init__(
@@ -127,6 +133,7 @@ class AopicEngine:
         link_memory: bool = False,
         max_revisits: int = 1,
         priority_horizon: float = 0.0,
+        discovery_cash: float = 0.0,
     ):
         if lambda_tax is not None and not 0.0 <= lambda_tax <= 1.0:
             raise ValueError(f"AOPIC_LAMBDA_TAX must be in [0, 1] or None, got {lambda_tax!r}")
@@ -141,6 +148,8 @@ class AopicEngine:
         self.clock = clock
         if not 0.0 <= priority_horizon < math.inf:
             raise ValueError(f"AOPIC_PRIORITY_HORIZON must be a number of fetches >= 0, got {priority_horizon!r}")
+        if not 0.0 <= discovery_cash < math.inf:
+            raise ValueError(f"AOPIC_DISCOVERY_CASH must be a share >= 0 of AOPIC_SEED_CASH, got {discovery_cash!r}")
         if max_revisits < 0:
             raise ValueError(f"max_revisits must be >= 0, got {max_revisits!r}")
         supported = getattr(store, "supports_link_memory", False)
@@ -155,6 +164,12 @@ class AopicEngine:
         self.priority_horizon = float(priority_horizon) if ordered else 0.0
         if ordered:
             store.set_priority_horizon(self.priority_horizon)
+        discovering = getattr(store, "supports_discovery_cash", False)
+        #: The share of ``seed_cash`` in force per URL discovered (0.0 also
+        #: when the store cannot bring it in: the caller says so).
+        self.discovery_cash = float(discovery_cash) if discovering else 0.0
+        if discovering:
+            store.set_discovery_cash(self.discovery_cash * seed_cash)
 
     # -- cash in ------------------------------------------------------------
 

@@ -144,6 +144,7 @@ class Frontier:
         self.recrawl: RevisitSource | None = None
         self.link_memory = aopic_settings.get_bool(settings, "AOPIC_LINK_MEMORY")
         self.priority_horizon = aopic_settings.get_float(settings, "AOPIC_PRIORITY_HORIZON")
+        self.discovery_cash = aopic_settings.get_float(settings, "AOPIC_DISCOVERY_CASH")
         self.backend = aopic_settings.get(settings, "AOPIC_BACKEND")
         self.export_path = aopic_settings.get(settings, "AOPIC_EXPORT_IMPORTANCE")
         self.journal_sync = aopic_settings.get_bool(settings, "AOPIC_JOURNAL_SYNC")
@@ -186,7 +187,7 @@ class Frontier:
         # Validate early: a bad setting should stop the crawl before it starts.
         AopicEngine(MemoryStore(self.lambda_targets), lambda_tax=self.lambda_tax,
                     history_window=self.history_window, seed_cash=self.seed_cash,
-                    priority_horizon=self.priority_horizon)
+                    priority_horizon=self.priority_horizon, discovery_cash=self.discovery_cash)
         self.link_filters = LinkFilterChain()
         #: Checks of a leased request before it is handed to Scrapy: each
         #: returns True when it refused (and settled) the request itself.
@@ -278,7 +279,16 @@ class Frontier:
             seed_cash=self.seed_cash,
             link_memory=self.link_memory,
             priority_horizon=self.priority_horizon,
+            discovery_cash=self.discovery_cash,
         )
+        if self.engine.discovery_cash != self.discovery_cash:
+            # A store that cannot bring cash in on a visit (Redis Cluster) brings none.
+            self.stats.set_value("aopic/discovery_cash_ignored", 1)
+            chosen = self.crawler.settings.get("AOPIC_DISCOVERY_CASH") is not None
+            logger.log(logging.WARNING if chosen else logging.INFO,
+                       "aopic: AOPIC_DISCOVERY_CASH=%g%s is not available with the %s backend: "
+                       "URLs discovered bring no cash", self.discovery_cash, "" if chosen else " (the default)",
+                       self.backend)
         if self.engine.priority_horizon != self.priority_horizon:
             # A store that cannot order by priority (Redis) keeps the cash order.
             self.stats.set_value("aopic/priority_horizon_ignored", 1)

@@ -349,7 +349,7 @@ def shipped_engine_kwargs() -> dict:
     (as :class:`scrapy_aopic.frontier.Frontier` reads them) so that the
     benchmarks' "default engine" follows the product's defaults: lambda's
     targets and tax, the history window (none unless re-crawl is on), link
-    memory, the priority horizon, seed cash; ``max_revisits`` is no setting:
+    memory, the priority horizon, seed cash, discovery cash; ``max_revisits`` is no setting:
     the engine's own default, which the frontier leaves as it is.
     (``AOPIC_MIN_CASH_SHARE`` and the other host-slot rules have nothing to
     act on in the simulator: it fetches one page at a time, no host waits.)
@@ -369,6 +369,7 @@ def shipped_engine_kwargs() -> dict:
         "max_revisits": inspect.signature(AopicEngine).parameters["max_revisits"].default,
         "priority_horizon": aopic_settings.get_float(empty, "AOPIC_PRIORITY_HORIZON"),
         "seed_cash": aopic_settings.get_float(empty, "AOPIC_SEED_CASH"),
+        "discovery_cash": aopic_settings.get_float(empty, "AOPIC_DISCOVERY_CASH"),
     }
 
 
@@ -394,6 +395,9 @@ class EnginePolicy(Policy):
     :param max_revisits: virtual revisits per fetch at most.
     :param priority_horizon: ``AOPIC_PRIORITY_HORIZON`` in fetches (0: cash
         order); ``None``: the shipped default.
+    :param discovery_cash: ``AOPIC_DISCOVERY_CASH``, a share of
+        ``seed_cash`` per URL discovered; 0 (none: the paper's algorithm)
+        unless given, :meth:`shipped` gives the product's default.
 
     On graphs with trap labels it also measures where lambda's cash goes:
     :attr:`lambda_log` holds ``(fetches, paid, paid_to_traps)`` (running
@@ -416,6 +420,7 @@ class EnginePolicy(Policy):
         max_revisits: int = 1,
         priority_horizon: float | None = None,
         seed_cash: float = 1.0,
+        discovery_cash: float = 0.0,
     ):
         self.seed_cash = seed_cash
         if priority_horizon is None:
@@ -423,6 +428,7 @@ class EnginePolicy(Policy):
 
             priority_horizon = float(DEFAULTS["AOPIC_PRIORITY_HORIZON"])
         self.priority_horizon = priority_horizon
+        self.discovery_cash = discovery_cash
         self.lambda_targets = lambda_targets
         self.lambda_tax = lambda_tax
         self.history_window = history_window
@@ -441,6 +447,8 @@ class EnginePolicy(Policy):
                 name += f" revisits={max_revisits}"
             if priority_horizon:
                 name += f" horizon={priority_horizon:g}"
+            if discovery_cash:
+                name += f" discovery={discovery_cash:g}"
         self.name = name
 
     @classmethod
@@ -468,6 +476,7 @@ class EnginePolicy(Policy):
             link_memory=self.link_memory,
             max_revisits=self.max_revisits,
             priority_horizon=self.priority_horizon,
+            discovery_cash=self.discovery_cash,
         )
         self.host = graph.host.tolist()
         self.host_names = graph.host_names

@@ -140,7 +140,7 @@ class AccountView(NamedTuple):
 class Totals:
     """The store's running books (O(1) to read)."""
 
-    injected: float = 0.0  #: all cash ever brought in by seeds
+    injected: float = 0.0  #: all cash ever brought in (seeds, discovery cash)
     lambda_cash: float = 0.0
     lambda_history: float = 0.0
     in_flight: float = 0.0  #: cash of open leases
@@ -240,6 +240,12 @@ class FrontierStore(ABC):
     #: ordered from their cash instead
     priority_fallbacks: int = 0
 
+    #: Whether :meth:`set_discovery_cash` is implemented.
+    supports_discovery_cash: bool = False
+    #: Cash brought in for each URL a visit's credits make known
+    #: (``AOPIC_DISCOVERY_CASH`` times ``AOPIC_SEED_CASH``; 0: none).
+    discovery_cash: float = 0.0
+
     # -- reading ------------------------------------------------------------
 
     @abstractmethod
@@ -326,6 +332,13 @@ class FrontierStore(ABC):
         priority_clock(t, horizon)`` (counted in :attr:`priority_fallbacks`
         when they had a priority under another horizon)."""
         raise NotImplementedError(f"{type(self).__name__} has no priority order")
+
+    def set_discovery_cash(self, cash: float) -> None:
+        """From now on, every credit of :meth:`settle_visit` that opens a new
+        pending account brings ``cash`` more into the system with it, counted
+        in ``Totals.injected`` as a seed's cash is (``AOPIC_DISCOVERY_CASH``;
+        0: none). Transfers, seeds and registrations bring none."""
+        raise NotImplementedError(f"{type(self).__name__} has no discovery cash")
 
     # -- cash in ------------------------------------------------------------
 

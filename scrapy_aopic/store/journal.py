@@ -382,6 +382,7 @@ class JournaledStore(FrontierStore):
 
     supports_link_memory = True
     supports_priority = True
+    supports_discovery_cash = True
     #: Set for tools that only read a JOBDIR (see :func:`load_jobdir`).
     _read_only = False
 
@@ -756,6 +757,26 @@ class JournaledStore(FrontierStore):
     def open_leases(self) -> list[tuple[str, int]]:
         return self.memory.open_leases()
 
+    @property
+    def discovery_cash(self) -> float:
+        return self.memory.discovery_cash
+
+    def set_discovery_cash(self, cash: float) -> None:
+        # Books, not only configuration: a visit's new accounts bring it in.
+        # The snapshot header holds the amount in force when it was written
+        # and this entry every change after, so a replay brings in exactly
+        # what the run that wrote the journal did, whatever the resuming
+        # run's setting (which applies from the resume on).
+        before = self.memory.discovery_cash
+        self.memory.set_discovery_cash(cash)
+        if self.memory.discovery_cash != before:
+            if self.memory.totals().visits:
+                logger.warning(
+                    "aopic: JOBDIR %s was crawled with %g discovery cash per new URL; %g from this resume "
+                    "on (AOPIC_DISCOVERY_CASH x AOPIC_SEED_CASH)", self.directory, before, cash,
+                )
+            self._log("discovery", self.memory.discovery_cash)
+
     # -- FrontierStore: changes ----------------------------------------------
 
     def inject(self, link: Link, cash: float) -> bool:
@@ -962,6 +983,7 @@ _REPLAY: dict[str, Callable[..., object]] = {
     "transfer": lambda s, url, target: s.settle_transfer(url, _current_lease(s, url), _link(target)),
     "requeue": lambda s, url: s.settle_requeue(url, _current_lease(s, url)),
     "refuse": lambda s, url, host, depth: s.refuse(url, host, depth),
+    "discovery": lambda s, cash: s.set_discovery_cash(_amount(cash, "discovery cash")),
     "revisit": lambda s, url, lambda_tax: s.revisit(
         url, None if lambda_tax is None else _amount(lambda_tax, "lambda tax")),
 }

@@ -183,6 +183,8 @@ class MemoryStore(FrontierStore):
 
     supports_priority = True
 
+    supports_discovery_cash = True
+
     def __init__(
         self, lambda_targets: str = "pending", *, link_memory: bool = True, priority_horizon: float = 0.0
     ):
@@ -220,6 +222,10 @@ class MemoryStore(FrontierStore):
         self._horizon = 0.0  # same; 0.0: cash order (read on every credit)
         self._clock_visits, self._clock_value = -1, 0.0  # see _clock
         self.priority_fallbacks = 0
+        self.discovery_cash = 0.0
+        # What a new account opened by _credit brings in: discovery_cash
+        # inside settle_visit, 0 elsewhere (a transfer's target brings none).
+        self._bonus = 0.0
         if not link_memory:
             self._table.forget_links()
         if priority_horizon:
@@ -600,6 +606,10 @@ class MemoryStore(FrontierStore):
             elif code <= -2:
                 self._credit_pending(-code - 2, amount, link.depth)
             else:
+                bonus = self._bonus
+                if bonus:  # a URL first known through a link: discovery cash
+                    self._totals.injected += bonus
+                    amount += bonus
                 return self._new_account(link, amount)
             return seq
         state = acc.state
@@ -654,7 +664,10 @@ class MemoryStore(FrontierStore):
             if url != link.url:  # an alias whose target vanished: cannot happen
                 self._totals.lambda_cash += amount
                 return
-            self._new_account(link, amount)
+            bonus = self._bonus
+            if bonus:
+                self._totals.injected += bonus
+            self._new_account(link, amount + bonus)
             return
         state = acc.state
         if state in (REFUSED, FAILED):
@@ -956,6 +969,7 @@ class MemoryStore(FrontierStore):
             "next_seq": self._next_seq,
             "next_lease": self._next_lease,
             "priority_horizon": self._horizon,
+            "discovery_cash": self.discovery_cash,
         }
         horizon = self._horizon
 
@@ -1039,6 +1053,8 @@ class MemoryStore(FrontierStore):
         t.virtual_visits = int(header.get("virtual_visits", 0))
         store._next_seq = int(header["next_seq"])
         store._next_lease = int(header["next_lease"])
+        # A journal replayed on top continues with the amount its visits had.
+        store.set_discovery_cash(float(header.get("discovery_cash", 0.0)))
         horizon = float(priority_horizon)
         if horizon:
             store.set_priority_horizon(horizon)
@@ -1091,6 +1107,11 @@ class MemoryStore(FrontierStore):
         return store
 
     # -- cash in ------------------------------------------------------------
+
+    def set_discovery_cash(self, cash: float) -> None:
+        if not 0.0 <= cash < math.inf:
+            raise ValueError(f"discovery cash must be a finite amount >= 0, got {cash!r}")
+        self.discovery_cash = float(cash)
 
     def inject(self, link: Link, cash: float) -> bool:
         if self.knows(link.url):
@@ -1271,17 +1292,21 @@ class MemoryStore(FrontierStore):
         self._totals.visits += 1
         paid = 0.0
         credit = self._credit
-        if self._keep_links:
-            remembered = []
-            append = remembered.append
-            for link, amount in credits:
-                paid += amount
-                append(credit(link, amount))
-            acc.links = remembered
-        else:
-            for link, amount in credits:
-                paid += amount
-                credit(link, amount)
+        self._bonus = self.discovery_cash  # new accounts opened here bring it
+        try:
+            if self._keep_links:
+                remembered = []
+                append = remembered.append
+                for link, amount in credits:
+                    paid += amount
+                    append(credit(link, amount))
+                acc.links = remembered
+            else:
+                for link, amount in credits:
+                    paid += amount
+                    credit(link, amount)
+        finally:
+            self._bonus = 0.0
         self._totals.lambda_cash += cash - paid
         row = self._freeze(acc)
         if acc.links is not None and (self._all_targets or acc.cash > 0):

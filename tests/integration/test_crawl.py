@@ -33,12 +33,14 @@ def finish(process, out, timeout=120):
     return json.loads(out.read_text())
 
 
-@pytest.mark.parametrize("horizon", [0.0, 5.0])  # AOPIC_PRIORITY_HORIZON: another order, the same books
-def test_crawl_with_errors_redirects_timeouts_and_binaries(tmp_path, horizon):
+# AOPIC_PRIORITY_HORIZON: another order, the same books; AOPIC_DISCOVERY_CASH: more cash in, still balanced
+@pytest.mark.parametrize("horizon, discovery", [(0.0, 0.0), (5.0, 0.0), (0.0, 0.05)])
+def test_crawl_with_errors_redirects_timeouts_and_binaries(tmp_path, horizon, discovery):
     export = tmp_path / "importance.jsonl"
     with LocalSite(pages=60, slow_seconds=3.0) as site:
         process, out = start_crawl(tmp_path, "crawl", [site.base + "/p0"], {
             "AOPIC_PRIORITY_HORIZON": horizon,
+            "AOPIC_DISCOVERY_CASH": discovery,
             "CONCURRENT_REQUESTS": 1,  # one at a time: the order must be exactly greedy
             "DOWNLOAD_TIMEOUT": 1,
             "RETRY_TIMES": 1,
@@ -52,7 +54,14 @@ def test_crawl_with_errors_redirects_timeouts_and_binaries(tmp_path, horizon):
 
     # The books balance, whatever happened to each request.
     injected = stats["aopic/cash_injected_total"]
-    assert injected == 1.0
+    # The seed, and the share per URL a page's links made known (every
+    # reachable page but the seed, and the error pages; no redirect target).
+    discovered = (injected - 1.0) / discovery if discovery else 0
+    assert discovered == pytest.approx(round(discovered), abs=1e-6)
+    if discovery:
+        assert len(reachable) - 1 <= round(discovered) < len(reachable) + 20
+    else:
+        assert injected == 1.0
     assert stats["aopic/conservation_error"] <= 1e-9 * injected
     # Every fetch took the richest URL there was (the first by priority with a horizon).
     assert len(report["fetched_cash"]) > len(reachable)
@@ -106,14 +115,15 @@ def test_offsite_links_are_refused_as_they_come_in(tmp_path):
     assert stats["aopic/conservation_error"] <= 1e-9
 
 
-def test_sigkill_mid_crawl_then_resume(tmp_path):
+@pytest.mark.parametrize("discovery", [0.0, 0.01])  # AOPIC_DISCOVERY_CASH: replayed from the journal
+def test_sigkill_mid_crawl_then_resume(tmp_path, discovery):
     """Killed with SIGKILL, resumed from JOBDIR: every reachable page is
     fetched, at most the requests in flight at the kill twice, and no cash
-    is created."""
+    is created but the seed's and each discovered URL's."""
     jobdir = tmp_path / "job"
     concurrency = 4
     settings = {"JOBDIR": str(jobdir), "CONCURRENT_REQUESTS": concurrency, "RETRY_TIMES": 0,
-                "DOWNLOAD_TIMEOUT": 1}
+                "DOWNLOAD_TIMEOUT": 1, "AOPIC_DISCOVERY_CASH": discovery}
     with LocalSite(pages=400, delay=0.01, slow_seconds=1.5) as site:
         seeds = [site.base + "/p0"]
         process, _ = start_crawl(tmp_path, "killed", seeds, settings)
@@ -140,7 +150,18 @@ def test_sigkill_mid_crawl_then_resume(tmp_path):
     # 2.13 lets more wait than 2.19).
     assert stats["aopic/resumed_in_flight"] >= twice
     assert twice <= 8 * concurrency, twice
-    assert stats["aopic/cash_injected_total"] == 1.0  # the seed brought cash once
+    injected = stats["aopic/cash_injected_total"]
+    if discovery:
+        # the seed brought cash once, and every URL a link made known (all
+        # accounts but the seed and a redirect's target, if new) its share
+        from scrapy_aopic.store.journal import load_jobdir
+
+        known = load_jobdir(jobdir / "aopic").totals().known
+        discovered = (injected - 1.0) / discovery
+        assert discovered == pytest.approx(round(discovered), abs=1e-6)
+        assert known - 1 - len(SPECIAL) <= round(discovered) <= known - 1
+    else:
+        assert injected == 1.0  # the seed brought cash once
     assert stats["aopic/conservation_error"] <= 1e-9
     # The resumed run fetched only what was left (and what was in flight).
     assert stats["aopic/pages_visited"] <= len(reachable) - fetched_before + stats["aopic/resumed_in_flight"] + 1

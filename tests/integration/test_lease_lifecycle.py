@@ -110,7 +110,8 @@ def test_vanished_requests_are_said_once_and_all_counted(caplog):
 
 
 def test_links_built_with_response_meta_get_their_cash():
-    scheduler, crawler = make()
+    # The amounts below are AOPIC's own splits: no discovery cash on top.
+    scheduler, crawler = make({"AOPIC_DISCOVERY_CASH": 0})
     scheduler.enqueue_request(seed("http://a.example/"))
     request = scheduler.next_request()
     response = page(request)
@@ -251,7 +252,7 @@ def test_non_link_requests_are_fetched_before_a_long_cash_queue():
 
 
 def test_positive_priority_links_go_first_and_keep_their_cash():
-    scheduler, _ = make()
+    scheduler, _ = make({"AOPIC_DISCOVERY_CASH": 0})  # the amounts are AOPIC's splits alone
     scheduler.enqueue_request(seed("http://a.example/"))
     first = scheduler.next_request()
     links = [Request(f"http://a.example/{i}") for i in range(5)] + [Request("http://a.example/urgent", priority=10)]

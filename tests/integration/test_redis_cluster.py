@@ -655,3 +655,28 @@ def test_credits_to_an_alias_whose_target_is_on_another_shard_go_to_lambda_count
     assert store.totals().lambda_cash == pytest.approx(1.0)  # the tax and the alias's credit
     store.clear()
     store.close()
+
+
+def test_discovery_cash_is_ignored_on_a_cluster_counted_and_said_once(redis_cluster, caplog):
+    """A credit sent to another shard could not bring AOPIC_DISCOVERY_CASH
+    in with it: on a cluster the setting is off, counted and warned about
+    once, and a crawl brings in the seeds' cash only."""
+    from tests.integration.test_redis_crawl import shared_scheduler
+
+    with caplog.at_level("WARNING", logger="scrapy_aopic.frontier"):
+        scheduler, crawler, _, _ = shared_scheduler(
+            redis_cluster.url, AOPIC_REDIS_CLUSTER=True, AOPIC_REDIS_SHARDS=SHARDS, AOPIC_DISCOVERY_CASH=0.05)
+    try:
+        assert crawler.stats.get_value("aopic/discovery_cash_ignored") == 1
+        assert [r.message for r in caplog.records].count(
+            "aopic: AOPIC_DISCOVERY_CASH=0.05 is not available with the redis backend: "
+            "URLs discovered bring no cash") == 1
+        engine = scheduler.frontier.engine
+        assert engine.discovery_cash == 0.0
+        engine.add_seed(link(page_url(1)))  # (page 0 fails in crawl())
+        crawl(engine, 40, random.Random(1))
+        assert engine.totals().injected == 1.0 and engine.totals().known > 10
+        assert_books(engine.store)
+    finally:
+        scheduler.frontier.store.clear()
+        scheduler.close("finished")

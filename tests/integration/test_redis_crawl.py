@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from tests.support.localsite import LocalSite
+from tests.support.localsite import SPECIAL, LocalSite
 from scrapy import Request, Spider
 from scrapy.exceptions import DontCloseSpider
 from scrapy.utils.test import get_crawler
@@ -114,7 +114,13 @@ def assert_books_balance(store: RedisStore, reports: list[dict]) -> float:
     each worker recorded at its close."""
     accounts, lambda_cash, in_flight, injected = store.recount()
     error = abs(accounts + lambda_cash + in_flight - injected)
-    assert injected == 1.0  # one seed, injected once whatever the number of workers
+    # One seed, injected once whatever the number of workers, and the
+    # default AOPIC_DISCOVERY_CASH (0.01) once per URL a link made known:
+    # every account but the seed and a redirect's target, if new.
+    discovered = (injected - 1.0) / 0.01
+    known = store.totals().known
+    assert discovered == pytest.approx(round(discovered), abs=1e-6)
+    assert known - 1 - len(SPECIAL) <= round(discovered) <= known - 1
     assert error <= 1e-9 * injected
     # the last worker recounts; workers closing while others hold leases leave it to it
     checked = [r["stats"]["aopic/conservation_error"] for r in reports if "aopic/conservation_error" in r["stats"]]
@@ -799,4 +805,26 @@ def test_priority_horizon_is_ignored_on_redis_counted_and_said_once(redis_url, c
         engine.visit(lease, [Link("http://n.test/new", "n.test", 1)])
         assert store.peek()[0] == "http://o.test/old"
     finally:
+        scheduler.close("finished")
+
+
+def test_discovery_cash_reaches_the_redis_store_and_its_books(redis_url):
+    """AOPIC_DISCOVERY_CASH is read once and sent with every visit: the Lua
+    brings it in with each URL the visit makes known, counted as injected."""
+    scheduler, crawler, _, _ = shared_scheduler(redis_url, AOPIC_DISCOVERY_CASH=0.05, AOPIC_SEED_CASH=2.0)
+    try:
+        assert crawler.stats.get_value("aopic/discovery_cash_ignored") is None
+        engine = scheduler.frontier.engine
+        assert engine.discovery_cash == 0.05 and engine.store.discovery_cash == pytest.approx(0.1)
+        engine.add_seed(Link("http://s.test/src", "s.test", 0))
+        engine.add_seed(Link("http://k.test/known", "k.test", 0))
+        lease = engine.store.pop(lambda h: h == "s.test")
+        engine.visit(lease, [Link("http://n.test/a", "n.test", 1), Link("http://n.test/b", "n.test", 1),
+                             Link("http://k.test/known", "k.test", 1)])
+        assert engine.totals().injected == pytest.approx(4.0 + 2 * 0.1)
+        assert engine.store.get("http://n.test/a").cash == pytest.approx(2.0 / 4 + 0.1)
+        assert engine.store.get("http://k.test/known").cash == pytest.approx(2.0 + 2.0 / 4)
+        assert engine.conservation_error() <= 1e-12
+    finally:
+        scheduler.frontier.store.clear()
         scheduler.close("finished")

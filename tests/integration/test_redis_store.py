@@ -157,12 +157,28 @@ def drive_both(memory: MemoryStore, shared: RedisStore, seed: int, steps: int) -
             assert memory.request_of(u) == shared.request_of(u)
 
 
+class _SeedCounting(MemoryStore):
+    seeded = 0.0  # cash the seeds brought
+
+    def inject(self, link, cash):
+        done = super().inject(link, cash)
+        if done:
+            self.seeded += cash
+        return done
+
+
 @pytest.mark.parametrize("targets", ["pending", "all"])
 @pytest.mark.parametrize("seed", range(3))
-def test_same_books_as_memory_store(redis_server, seed, targets):
+@pytest.mark.parametrize("discovery", [0.0, 0.05])  # AOPIC_DISCOVERY_CASH x seed cash
+def test_same_books_as_memory_store(redis_server, seed, targets, discovery):
     shared = new_store(redis_server, lambda_targets=targets, host_concurrency=0)
-    memory = MemoryStore(targets)
+    memory = _SeedCounting(targets)
+    shared.set_discovery_cash(discovery)
+    memory.set_discovery_cash(discovery)
     drive_both(memory, shared, seed, 500)
+    # What came in besides the seeds: the discovery cash of the URLs visits opened.
+    opened = (shared.totals().injected - memory.seeded) / (discovery or 1.0)
+    assert opened == pytest.approx(round(opened), abs=1e-6) and (round(opened) >= 5 if discovery else opened == 0)
     assert_balanced(shared)
     assert shared.totals().visits > 10  # the sequence really crawled
     shared.clear()

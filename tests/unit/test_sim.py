@@ -498,6 +498,7 @@ def _engine_config(engine):
         "link_memory": engine.link_memory,
         "max_revisits": engine.max_revisits,
         "priority_horizon": engine.priority_horizon,
+        "discovery_cash": (engine.discovery_cash, engine.store.discovery_cash),
     }
 
 

@@ -676,7 +676,9 @@ class RedisClusterStore(FrontierStore):
             args.extend(shard._link_args(link))
             args.append(fmt(amount))
         if not remote:  # the common case: one script, as on one Redis
-            return bool(shard._run("settle_visit", url, int(lease_id), fmt(history), fmt(visited_at), *local))
+            # No discovery cash ("0"): a credit sent to another shard could
+            # not bring it (AOPIC_DISCOVERY_CASH is ignored on a cluster).
+            return bool(shard._run("settle_visit", url, int(lease_id), fmt(history), fmt(visited_at), "0", *local))
         args: list[Any] = [url, int(lease_id), fmt(history), fmt(visited_at), len(remote)]
         for target, credit_args in remote.items():
             args += [target, len(credit_args) // 5, *credit_args]

@@ -4,6 +4,7 @@ per operation (see the package's docstring for the key layout)."""
 from __future__ import annotations
 
 import logging
+import math
 import os
 import struct
 import time
@@ -96,6 +97,8 @@ class RedisStore(SharedSeeds, FrontierStore):
     """
 
     shared = True
+
+    supports_discovery_cash = True
 
     def __init__(
         self,
@@ -703,11 +706,19 @@ class RedisStore(SharedSeeds, FrontierStore):
         visited_at: float,
         credits: Iterable[Credit],
     ) -> bool:
-        args: list[Any] = [url, int(lease_id), fmt(history), fmt(visited_at)]
+        args: list[Any] = [url, int(lease_id), fmt(history), fmt(visited_at), fmt(self.discovery_cash)]
         for link, amount in credits:
             args.extend(self._link_args(link))
             args.append(fmt(amount))
         return bool(self._run("settle_visit", *args))
+
+    def set_discovery_cash(self, cash: float) -> None:
+        # This worker's amount, sent with each visit (the Lua adds it to
+        # 'injected' with every account the visit opens): workers of one
+        # crawl should use the same value; the books balance either way.
+        if not 0.0 <= cash < math.inf:
+            raise ValueError(f"discovery cash must be a finite amount >= 0, got {cash!r}")
+        self.discovery_cash = float(cash)
 
     def settle_failure(self, url: str, lease_id: int, *, refuse: bool = False) -> bool:
         return bool(self._run("settle_failure", url, int(lease_id), "1" if refuse else "0"))

@@ -691,7 +691,9 @@ if OP == 'settle_failure' then
 end
 
 -- settlements ----------------------------------------------------------
-local function credit(lurl, host, depth, req, amount)
+-- bonus: discovery cash a new account opened here brings in (a visit's
+-- credits only, AOPIC_DISCOVERY_CASH); counted as injected so the books balance
+local function credit(lurl, host, depth, req, amount, bonus)
   local url, a, ok = resolve(lurl)
   if not ok or a == false then to_lambda(amount); return end
   if a == nil then
@@ -703,6 +705,10 @@ local function credit(lurl, host, depth, req, amount)
       redis.call('HINCRBY', K_TOT, 'xalias_n', 1)
       redis.call('HINCRBYFLOAT', K_TOT, 'xalias_cash', fmt(amount))
       to_lambda(amount); return
+    end
+    if bonus and bonus > 0 then
+      T.injected = T.injected + bonus
+      amount = amount + bonus
     end
     new_account(lurl, host, depth, req, amount, true)
     return
@@ -769,24 +775,30 @@ local function visited(url, id, history, lv)
 end
 
 -- the credits (url host depth req amount) in ARGV[first..last]; their sum
-local function credit_all(first, last)
+-- (the discovery cash ``bonus`` they bring in is not in it: it is injected)
+local function credit_all(first, last, bonus)
   local paid = 0
   for i = first, last, 5 do
     local amount = tonumber(ARGV[i + 4])
     paid = paid + amount
-    credit(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], amount)
+    credit(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], amount, bonus)
   end
   return paid
 end
 
 if OP == 'settle_visit' then
-  -- url id history visited_at, then (url host depth req amount) per credit
+  -- url id history visited_at discovery-cash, then (url host depth req
+  -- amount) per credit
   local result
+  local bonus = tonumber(ARGV[A + 4])
+  if not bonus or bonus ~= bonus or bonus < 0 or bonus == math.huge then  -- before any write
+    return redis.error_reply('discovery cash is not an amount: ' .. tostring(ARGV[A + 4]))
+  end
   local cash = visited(ARGV[A], tonumber(ARGV[A + 1]), tonumber(ARGV[A + 2]), tonumber(ARGV[A + 3]))
   if not cash then
     result = 0
   else
-    to_lambda(cash - credit_all(A + 4, #ARGV))
+    to_lambda(cash - credit_all(A + 5, #ARGV, bonus))
     result = 1
   end
   return done(result)
