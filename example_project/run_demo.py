@@ -177,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"    done in {main_run['seconds']:.1f} s: {main_run['fetches']} responses, "
                   f"finish reason {stats.get('finish_reason')}")
             if "aopic/conservation_error" in stats:
-                print(f"    books: cash injected {stats.get('aopic/cash_injected')}, conservation error "
+                seeds, total = stats.get("aopic/cash_injected", 0.0), stats.get("aopic/cash_injected_total", 0.0)
+                print(f"    books: cash injected {total:.6g} (seeds {seeds:.6g}, URLs discovered "
+                      f"{total - seeds:.6g}), conservation error "
                       f"{stats['aopic/conservation_error']:.2g}, lambda visits {stats.get('aopic/lambda_visits')}, "
                       f"sum of history {stats.get('aopic/history_sum', 0):.3f}")
             print()
