@@ -5,7 +5,10 @@ small traces: moving the budget by 0.1 % moves main's own mean delay by up
 to 10 % (the developer's guide 8.9-9.8 h). So each side is run at five
 budgets (0.998 to 1.002 revisits a day per page; the runs are
 deterministic, the budgets are the noise) and compared by the mean and
-sample sd over them: mean delay (hours) and freshness minus the oracle's.
+sample sd over them: mean delay (hours, as the benchmark prints it, to
+0.1 h) and freshness minus the oracle's. "main" is this checkout with
+bursts off (its decisions are main's: same fetches); "fetches" is the
+largest gap in fetches between the sides at one budget (equal cost).
 
 The verdict rule (fixed before the runs): bursts go on by default only if
 their mean delay is lower than main's on at least 6 of 8 traces, higher by
@@ -95,7 +98,7 @@ def main(argv=None) -> int:
                          for trace in traces for budget in budgets for side in SIDES]:  # fmt: skip
                 done.result()
     say(f"{'trace':<17}{'runs':>5}{'main delay h':>15}{'burst delay h':>15}{'change':>8}"
-          f"{'main fresh-oracle':>21}{'burst fresh-oracle':>21}{'fetches':>9}")  # fmt: skip
+        f"{'main fresh-oracle':>21}{'burst fresh-oracle':>21}{'fetches':>9}")  # fmt: skip
     lower, judged, worse, staler = 0, 0, [], []
     for trace in traces:
         runs = {side: {b: read(args.work, side, trace, b) for b in budgets} for side in SIDES}
@@ -105,7 +108,6 @@ def main(argv=None) -> int:
         judged += 1
         (md, md_sd), (bd, bd_sd) = (spread([runs[s][b][0] for b in common]) for s in SIDES)
         (mf, mf_sd), (bf, bf_sd) = (spread([runs[s][b][1] for b in common]) for s in SIDES)
-        # Equal cost: the largest gap in fetches between the sides at one budget.
         fetches = max(abs(runs["burst"][b][2] / runs["main"][b][2] - 1) for b in common)
         lower += bd < md
         if bd > md + md_sd:
@@ -113,15 +115,15 @@ def main(argv=None) -> int:
         if bf < mf - mf_sd:
             staler.append(trace)
         say(f"{trace:<17}{len(common):>5}{md:>8.2f} ± {md_sd:4.2f}{bd:>8.2f} ± {bd_sd:4.2f}"
-              f"{100 * (bd / md - 1):>+7.1f}%{mf:>+11.5f} ± {mf_sd:.5f}{bf:>+11.5f} ± {bf_sd:.5f}"
-              f"{100 * fetches:>8.2f}%")  # fmt: skip
+            f"{100 * (bd / md - 1):>+7.1f}%{mf:>+11.5f} ± {mf_sd:.5f}{bf:>+11.5f} ± {bf_sd:.5f}"
+            f"{100 * fetches:>8.2f}%")  # fmt: skip
         for side in SIDES:
             say(f"    {side:<6}" + "  ".join(f"{b}: {runs[side][b][0]:.1f}" for b in common))
     verdict = "on by default" if lower >= 6 and not worse and not staler else "stay off"
     say(f"bursts lower on {lower} of {judged}; higher by more than main's sd on: "
-          f"{', '.join(worse) or 'none'}; freshness lower by more than main's sd on: "
-          f"{', '.join(staler) or 'none'} -> bursts {verdict}"
-          + ("" if judged == len(names) else f" (the rule needs all {len(names)} traces; {judged} run)"))  # fmt: skip
+        f"{', '.join(worse) or 'none'}; freshness lower by more than main's sd on: "
+        f"{', '.join(staler) or 'none'} -> bursts {verdict}"
+        + ("" if judged == len(names) else f" (the rule needs all {len(names)} traces; {judged} run)"))  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
     return 0
