@@ -699,7 +699,9 @@ define("AOPIC_RECRAWL_BURST", False, "recrawl", """
     shrunk to its section's burst multiplier times its quiet rate), the
     budget split as for any page of that rate. Counted in
     ``aopic/recrawl/hot_revisits`` and ``aopic/recrawl/hot_changes``. Off by
-    default: see ``docs/recrawl.rst`` for the figures.""")
+    default: over five budgets on eight real change traces it shortened the
+    mean delay on four and lengthened it beyond main's spread on one
+    (``benchmarks/bench_recrawl_burst_noise.py``, ``docs/recrawl.rst``).""")
 define("AOPIC_RECRAWL_BURST_WINDOW", 3 * 86400.0, "recrawl", """
     Seconds a page stays hot after a revisit found it changed (with
     ``AOPIC_RECRAWL_BURST``). Three days, chosen on the Debian, PEPs, Rust
