@@ -3,41 +3,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import random
-from pathlib import Path
 
 import pytest
 
 from scrapy_aopic.sim.synthetic import scale_free_web
+from tests.support.simdrive import crawl, load_benchmark
 
 pytest.importorskip("scipy")
-
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_ordering_gap.py"
 
 
 @pytest.fixture(scope="module")
 def gap():
-    spec = importlib.util.spec_from_file_location("bench_ordering_gap", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def crawl(policy, graph, steps):
-    """Drive ``policy`` as the simulator does; yield after every fetch."""
-    discovered = set(graph.seeds.tolist())
-    policy.start(graph, sorted(discovered), random.Random(0))
-    for _ in range(steps):
-        node = policy.select()
-        if node < 0:
-            return
-        links = graph.out(node).tolist()
-        new = [v for v in links if v not in discovered]
-        discovered.update(new)
-        policy.fetched(node, links, new)
-        yield node
+    return load_benchmark("bench_ordering_gap")
 
 
 @pytest.mark.parametrize("tau", [30.0, math.inf])

@@ -4,43 +4,20 @@ and pushed to convergence it is batch PageRank of the known graph."""
 
 from __future__ import annotations
 
-import importlib.util
-import random
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from scrapy_aopic.sim.synthetic import scale_free_web
+from tests.support.simdrive import crawl, load_benchmark
 
 pytest.importorskip("scipy")
 
 from scrapy_aopic.sim.pagerank import pagerank_csr  # noqa: E402
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_ordering_push.py"
-
 
 @pytest.fixture(scope="module")
 def push():
-    spec = importlib.util.spec_from_file_location("bench_ordering_push", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def crawl(policy, graph, steps):
-    """Drive ``policy`` as the simulator does; yield after every fetch."""
-    discovered = set(graph.seeds.tolist())
-    policy.start(graph, sorted(discovered), random.Random(0))
-    for _ in range(steps):
-        node = policy.select()
-        if node < 0:
-            return
-        links = graph.out(node).tolist()
-        new = [v for v in links if v not in discovered]
-        discovered.update(new)
-        policy.fetched(node, links, new)
-        yield node
+    return load_benchmark("bench_ordering_push")
 
 
 @pytest.mark.parametrize("teleport", ["known", "seeds", "lambda-cash", "lambda-uniform"])
