@@ -9,6 +9,8 @@ counter parameter, a link farm on a second host, soft 404s) and runs real
 * ``aopic-pending``: the same with ``AOPIC_LAMBDA_TARGETS = "pending"``
   (lambda's equal dividend, the default before issue 16; the default
   ``"pending-cash"`` pays in proportion to cash);
+* ``aopic-no-discovery``: the same with ``AOPIC_DISCOVERY_CASH = 0`` (no
+  cash brought in by discovered URLs, the default before issue 18);
 * ``scrapy-default``: Scrapy's own order (LIFO: depth-first);
 * ``scrapy-bfs``: breadth-first (``DEPTH_PRIORITY=1`` + FIFO queues);
 * ``reference``: breadth-first on the same site with the traps switched off.
@@ -54,6 +56,8 @@ ORDERS = {
     "aopic": {"ADDONS": {"scrapy_aopic.Addon": 0}},
     # lambda's equal dividend (the default before issue 16 pays in proportion to cash)
     "aopic-pending": {"ADDONS": {"scrapy_aopic.Addon": 0}, "AOPIC_LAMBDA_TARGETS": "pending"},
+    # no cash brought in by discovered URLs (the default before issue 18)
+    "aopic-no-discovery": {"ADDONS": {"scrapy_aopic.Addon": 0}, "AOPIC_DISCOVERY_CASH": 0},
     "scrapy-default": {},
     "scrapy-bfs": {
         "DEPTH_PRIORITY": 1,

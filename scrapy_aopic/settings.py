@@ -150,26 +150,31 @@ define("AOPIC_PRIORITY_HORIZON", 0.0, "core", """
     with the default ``AOPIC_LAMBDA_TARGETS = "pending-cash"`` it loses 1.6
     points on synthetic-100k at 10 % and 1.7 on the Rust docs at 25 %. Try
     ``100`` with ``"pending"`` on documentation-like sites.""")
-define("AOPIC_DISCOVERY_CASH", 0.01, "core", """
+define("AOPIC_DISCOVERY_CASH", 0.0, "core", """
     Share of ``AOPIC_SEED_CASH`` brought in for every URL the first time it
-    becomes known through a link found on a fetched page (``0``: none). It
-    is a teleport to the pages the crawl knows, as PageRank's: without it
-    cash enters only at the seeds and, in a crawl that keeps growing, the
-    newest parts of the site are starved of it. The cash is counted as
-    injected (``aopic/cash_injected_total``), so the books still balance
-    (``aopic/conservation_error``) and the importance estimate divides by
-    it. Seeds, redirect targets and URLs known before bring none. Measured
-    with the policy simulator (``docs/benchmarks.rst``, ordering), share of
-    the ideal sort's PageRank at 10 % of pages fetched: Rust docs 83.2 % ->
-    95.1 %, Python docs 85.5 % -> 96.3 %, PostgreSQL docs 91.6 % -> 93.6 %,
-    synthetic-100k 75.1 % -> 77.7 %, synthetic-1M 80.7 % -> 82.8 %, and no
-    graph loses more than 0.2 point at 1, 5, 10, 25 or 50 % (``make demo``'s
-    site: within its run-to-run noise); ``0.03`` loses 5 points on the
-    PostgreSQL docs at 10 %. Memory backend (with or without ``JOBDIR``: a resume with
-    another value replays the journal with the value it was written with,
-    logs the change and applies the new one from then on) and Redis;
-    ignored on a Redis Cluster (counted ``aopic/discovery_cash_ignored``:
-    a credit sent to another shard cannot bring it).""")
+    becomes known through a link found on a fetched page (``0``, the
+    default: none). It is a teleport to the pages the crawl knows, as
+    PageRank's: without it cash enters only at the seeds and, in a crawl
+    that keeps growing, the newest parts of a site are starved of it. The
+    cash is counted as injected (``aopic/cash_injected_total``), so the
+    books still balance (``aopic/conservation_error``) and the importance
+    estimate divides by it. Seeds, redirect targets and URLs known before
+    bring none. Measured with the policy simulator (``docs/benchmarks.rst``,
+    ordering), ``0.01``, share of the ideal sort's PageRank at 10 % of pages
+    fetched: Rust docs 83.2 % -> 95.1 %, Python docs 85.5 % -> 96.3 %,
+    PostgreSQL docs 91.6 % -> 93.6 %, synthetic-100k 75.1 % -> 77.7 %,
+    synthetic-1M 80.7 % -> 82.8 %, no graph losing more than 0.2 point at
+    1, 5, 10, 25 or 50 %. **Off by default** because a site that mints new
+    URLs funds itself with it: in a real crawl of the trap site
+    (``benchmarks/bench_traps.py``, 8 requests per host) a link farm on a
+    second host took 253 of 1,541 fetches (16 %) with ``0.01``, 6 without.
+    Switch it on for crawls of sites you trust (documentation, an
+    intranet), not for open broad crawls. Memory backend (with or without
+    ``JOBDIR``: a resume with another value replays the journal with the
+    value it was written with, logs the change and applies the new one from
+    then on) and Redis; ignored on a Redis Cluster (counted
+    ``aopic/discovery_cash_ignored``: a credit sent to another shard cannot
+    bring it).""")
 define("AOPIC_DIRECT_LANE_SHARE", 0.5, "core", """
     Largest share of the requests handed out that the direct lane may take
     while cash-ordered URLs are waiting too. The lane holds the requests a

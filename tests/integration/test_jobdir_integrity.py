@@ -336,13 +336,13 @@ def test_killed_again_and_again_then_finished(tmp_path):
     """Killed with SIGKILL at random moments — in mid-crawl, in mid-snapshot
     (the journal rolls every 40 changes), in mid-resume — then crawled to
     the end: every reachable page fetched, re-fetches no more than what was
-    in flight at each kill, the books balanced (with the default
-    AOPIC_DISCOVERY_CASH: the journal replays each URL's discovery cash once)."""
+    in flight at each kill, the books balanced (with AOPIC_DISCOVERY_CASH
+    on: the journal replays each URL's discovery cash once)."""
     rng = random.Random(13)
     concurrency = 3
     jobdir = tmp_path / "job"
     settings = {"JOBDIR": str(jobdir), "CONCURRENT_REQUESTS": concurrency, "RETRY_TIMES": 0,
-                "DOWNLOAD_TIMEOUT": 2, "AOPIC_JOURNAL_ROLL_ENTRIES": 40}
+                "DOWNLOAD_TIMEOUT": 2, "AOPIC_JOURNAL_ROLL_ENTRIES": 40, "AOPIC_DISCOVERY_CASH": 0.01}
     kills = 0
     with LocalSite(pages=400, delay=0.05, slow_seconds=1.0) as site:
         seeds = [site.base + "/p0"]
@@ -373,7 +373,7 @@ def test_killed_again_and_again_then_finished(tmp_path):
     requeued = sum(int(n) for log in tmp_path.glob("*.log")
                    for n in re.findall(r"(\d+) in-flight requests queued again", log.read_text()))
     assert twice <= requeued, (twice, requeued, kills)
-    # The seed once, and 0.01 (the default) per URL a link made known: every
+    # The seed once, and 0.01 (set above) per URL a link made known: every
     # account but the seed and a redirect's target, if new; never twice.
     known = load_jobdir(jobdir / "aopic").totals().known
     discovered = (stats["aopic/cash_injected_total"] - 1.0) / 0.01
