@@ -178,8 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"finish reason {stats.get('finish_reason')}")
             if "aopic/conservation_error" in stats:
                 seeds, total = stats.get("aopic/cash_injected", 0.0), stats.get("aopic/cash_injected_total", 0.0)
-                print(f"    books: cash injected {total:.6g} (seeds {seeds:.6g}, URLs discovered "
-                      f"{total - seeds:.6g}), conservation error "
+                parts = f" (seeds {seeds:.6g}, URLs discovered {total - seeds:.6g})" if total > seeds else ""
+                print(f"    books: cash injected {total:.6g}{parts}, conservation error "
                       f"{stats['aopic/conservation_error']:.2g}, lambda visits {stats.get('aopic/lambda_visits')}, "
                       f"sum of history {stats.get('aopic/history_sum', 0):.3f}")
             print()

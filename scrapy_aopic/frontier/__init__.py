@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import weakref
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -41,6 +40,7 @@ from .. import settings as aopic_settings
 from .. import signals as aopic_signals
 from ..engine import AopicEngine, RankedPage
 from ..hygiene.canonical import build_canonicalizer
+from ..hygiene.domains import scheme_origin_of
 from ..meta import CASH, DOWNLOAD_SLOT, DUPLICATE_DISTANCE, DUPLICATE_OF, KEY, LEASE, LINK, REGISTERED
 from ..compat import close_spider, keep_cookie_domains_offline, scrapy_urlparse_cache
 from ..store.base import STATE_NAMES, FrontierLost, FrontierStore, Lease, Link, StoreStalled, StoreUnavailable
@@ -82,11 +82,6 @@ def _forget_issued(meta: dict) -> None:
     if not ISSUED_META.isdisjoint(meta):
         for name in ISSUED_META:
             meta.pop(name, None)
-
-
-#: ``scheme://netloc`` (as ``origin_of`` reads it) of a URL whose first
-#: ``:`` opens its first ``://``, after a scheme: what ``_link_host`` reads.
-_SCHEME_ORIGIN = re.compile(r"[^:]+://[^/?#]*").match
 
 
 #: File in ``JOBDIR`` holding the direct lane between runs.
@@ -1159,10 +1154,9 @@ class Frontier:
         slot = meta.get(DOWNLOAD_SLOT)
         if slot is not None:
             return slot
-        match = _SCHEME_ORIGIN(request.url)
-        if match is None:
+        origin = scheme_origin_of(request.url)
+        if origin is None:
             return cls.host_of(request)
-        origin = match.group()
         host = cls._hostnames.get(origin)
         if host is None:
             host = urlparse(origin).hostname or ""

@@ -62,6 +62,19 @@ def origin_of(url: str) -> str:
     return url if match is None else match.group()
 
 
+#: ``scheme://netloc`` of a URL whose first ``:`` opens its first ``://``
+#: after a scheme (a URL of no other shape is left to a real parser).
+_SCHEME_ORIGIN = re.compile(r"[^:]+://[^/?#]*").match
+
+
+def scheme_origin_of(url: str) -> str | None:
+    """``scheme://netloc`` as :func:`origin_of` reads it, when the first
+    ``:`` of ``url`` opens its first ``://`` after a scheme; ``None``
+    otherwise (``mailto:``, ``//host``, ``a:b://...``)."""
+    match = _SCHEME_ORIGIN(url)
+    return None if match is None else match.group()
+
+
 def netloc_of(url: str) -> str:
     """``netloc`` of an absolute URL (``""`` when it has no ``://``)."""
     return origin_of(url).partition("://")[2]

@@ -223,9 +223,6 @@ class MemoryStore(FrontierStore):
         self._clock_visits, self._clock_value = -1, 0.0  # see _clock
         self.priority_fallbacks = 0
         self.discovery_cash = 0.0
-        # What a new account opened by _credit brings in: discovery_cash
-        # inside settle_visit, 0 elsewhere (a transfer's target brings none).
-        self._bonus = 0.0
         if not link_memory:
             self._table.forget_links()
         if priority_horizon:
@@ -594,9 +591,11 @@ class MemoryStore(FrontierStore):
             hops += 1
         return url, acc, True
 
-    def _credit(self, link: Link, amount: float) -> int:
+    def _credit(self, link: Link, amount: float, bonus: float = 0.0) -> int:
         """Credit ``amount`` to ``link``'s account (following aliases);
-        returns the seq of ``link.url``'s account itself (the one to remember)."""
+        returns the seq of ``link.url``'s account itself (the one to remember).
+        A new account opened here also gets ``bonus`` of new cash, counted
+        as injected (a visit's discovery cash; a transfer's target gets none)."""
         acc = self._accounts.get(link.url)
         if acc is None:
             table = self._table
@@ -606,7 +605,6 @@ class MemoryStore(FrontierStore):
             elif code <= -2:
                 self._credit_pending(-code - 2, amount, link.depth)
             else:
-                bonus = self._bonus
                 if bonus:  # a URL first known through a link: discovery cash
                     self._totals.injected += bonus
                     amount += bonus
@@ -614,7 +612,7 @@ class MemoryStore(FrontierStore):
             return seq
         state = acc.state
         if state == ALIAS:
-            self._credit_resolved(link, amount)
+            self._credit_resolved(link, amount, bonus)
         elif state == REFUSED or state == FAILED:
             self._totals.lambda_cash += amount
         else:
@@ -647,7 +645,7 @@ class MemoryStore(FrontierStore):
         if depth < table.depth[row]:
             table.depth[row] = depth
 
-    def _credit_resolved(self, link: Link, amount: float) -> None:
+    def _credit_resolved(self, link: Link, amount: float, bonus: float = 0.0) -> None:
         url, acc, ok = self._resolve(link.url)
         if not ok:
             self._totals.lambda_cash += amount
@@ -664,7 +662,6 @@ class MemoryStore(FrontierStore):
             if url != link.url:  # an alias whose target vanished: cannot happen
                 self._totals.lambda_cash += amount
                 return
-            bonus = self._bonus
             if bonus:
                 self._totals.injected += bonus
             self._new_account(link, amount + bonus)
@@ -1292,21 +1289,18 @@ class MemoryStore(FrontierStore):
         self._totals.visits += 1
         paid = 0.0
         credit = self._credit
-        self._bonus = self.discovery_cash  # new accounts opened here bring it
-        try:
-            if self._keep_links:
-                remembered = []
-                append = remembered.append
-                for link, amount in credits:
-                    paid += amount
-                    append(credit(link, amount))
-                acc.links = remembered
-            else:
-                for link, amount in credits:
-                    paid += amount
-                    credit(link, amount)
-        finally:
-            self._bonus = 0.0
+        bonus = self.discovery_cash  # what each new account opened here brings in
+        if self._keep_links:
+            remembered = []
+            append = remembered.append
+            for link, amount in credits:
+                paid += amount
+                append(credit(link, amount, bonus))
+            acc.links = remembered
+        else:
+            for link, amount in credits:
+                paid += amount
+                credit(link, amount, bonus)
         self._totals.lambda_cash += cash - paid
         row = self._freeze(acc)
         if acc.links is not None and (self._all_targets or acc.cash > 0):

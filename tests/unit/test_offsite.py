@@ -86,8 +86,7 @@ def _origin_by_find(url: str) -> str:
 def test_origin_of_and_the_link_host_origin_agree_with_the_find_based_reading():
     import random
 
-    from scrapy_aopic.frontier import _SCHEME_ORIGIN
-    from scrapy_aopic.hygiene.domains import origin_of
+    from scrapy_aopic.hygiene.domains import origin_of, scheme_origin_of
 
     rng = random.Random(18)
     pieces = ["http", "://", ":", "/", "?", "#", "a", ".", "\n", "é", "[::1]", "@", "x://y"]
@@ -96,11 +95,11 @@ def test_origin_of_and_the_link_host_origin_agree_with_the_find_based_reading():
     samples += ["".join(rng.choice(pieces) for _ in range(rng.randrange(12))) for _ in range(20000)]
     for url in samples:
         assert origin_of(url) == _origin_by_find(url), url
-        # Frontier._link_host reads the origin itself where the first ":"
+        # Frontier._link_host reads the origin (scheme_origin_of) where the first ":"
         # opens the first "://" after a scheme, and asks host_of otherwise.
         start = url.find("://")
         fast = start > 0 and url.find(":") == start
-        match = _SCHEME_ORIGIN(url)
-        assert (match is not None) == fast, url
+        origin = scheme_origin_of(url)
+        assert (origin is not None) == fast, url
         if fast:
-            assert match.group() == _origin_by_find(url), url
+            assert origin == _origin_by_find(url), url
