@@ -58,6 +58,8 @@ ORDERS = {
     "aopic-pending": {"ADDONS": {"scrapy_aopic.Addon": 0}, "AOPIC_LAMBDA_TARGETS": "pending"},
     # no cash brought in by discovered URLs (the default before issue 18)
     "aopic-no-discovery": {"ADDONS": {"scrapy_aopic.Addon": 0}, "AOPIC_DISCOVERY_CASH": 0},
+    # discovery cash on at the simulator's share (issue 18), whatever the default
+    "aopic-discovery": {"ADDONS": {"scrapy_aopic.Addon": 0}, "AOPIC_DISCOVERY_CASH": 0.01},
     "scrapy-default": {},
     "scrapy-bfs": {
         "DEPTH_PRIORITY": 1,
