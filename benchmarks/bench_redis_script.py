@@ -74,7 +74,7 @@ class Frontier:
 
     def pop(self, visit_lambda: str, min_share: str, sha: str | None = None):
         self.token += 1
-        reply = self.run("pop", 0, "600", 16, "", visit_lambda, min_share, f"bench:{self.token}", sha=sha)
+        reply = self.run("pop", 0, "600", 16, "", visit_lambda, min_share, "0", f"bench:{self.token}", sha=sha)
         head = LEASE_HEAD.unpack(reply[0])
         if head[0]:
             self.leases.append((reply[1], int(head[1])))
@@ -200,10 +200,10 @@ def allocated(server: redis.Redis, trees: dict[str, str], cross_shard: bool) -> 
             "inject (new URL)": median(lambda n: f.run("inject", url(5000 + n), host(5000 + n), 0, "", "1.0", sha=probe)),
             "register (new URL)": median(lambda n: f.run("register", url(6000 + n), host(6000 + n), 0, "", sha=probe)),
             "register (known URL)": median(lambda n: f.run("register", url(n), host(n), 0, "", sha=probe)),
-            "pop (drain)": median(lambda n: f.run("pop", 0, "600", 16, "", "0", "0", f"a:{n}", sha=probe)),
+            "pop (drain)": median(lambda n: f.run("pop", 0, "600", 16, "", "0", "0", "0", f"a:{n}", sha=probe)),
             "settle_visit (10 links)": median(visit),
             "pop (lambda due, share 0.5)": median(
-                lambda n: f.run("pop", 0, "600", 16, "", "1", "0.5", f"b:{n}", sha=probe)),
+                lambda n: f.run("pop", 0, "600", 16, "", "1", "0.5", "0", f"b:{n}", sha=probe)),
         }
         if cross_shard:
             def visit_x(n):

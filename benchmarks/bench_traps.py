@@ -11,6 +11,8 @@ counter parameter, a link farm on a second host, soft 404s) and runs real
   ``"pending-cash"`` pays in proportion to cash);
 * ``aopic-no-discovery``: the same with ``AOPIC_DISCOVERY_CASH = 0`` (no
   cash brought in by discovered URLs, the default before issue 18);
+* ``aopic-discovery``: the same with ``AOPIC_DISCOVERY_CASH = 0.01`` (the
+  simulator's share, whatever the default);
 * ``scrapy-default``: Scrapy's own order (LIFO: depth-first);
 * ``scrapy-bfs``: breadth-first (``DEPTH_PRIORITY=1`` + FIFO queues);
 * ``reference``: breadth-first on the same site with the traps switched off.
@@ -58,6 +60,8 @@ ORDERS = {
     "aopic-pending": {"ADDONS": {"scrapy_aopic.Addon": 0}, "AOPIC_LAMBDA_TARGETS": "pending"},
     # no cash brought in by discovered URLs (the default before issue 18)
     "aopic-no-discovery": {"ADDONS": {"scrapy_aopic.Addon": 0}, "AOPIC_DISCOVERY_CASH": 0},
+    # discovery cash on at the simulator's share (issue 18), whatever the default
+    "aopic-discovery": {"ADDONS": {"scrapy_aopic.Addon": 0}, "AOPIC_DISCOVERY_CASH": 0.01},
     "scrapy-default": {},
     "scrapy-bfs": {
         "DEPTH_PRIORITY": 1,

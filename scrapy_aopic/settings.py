@@ -168,6 +168,12 @@ define("AOPIC_DISCOVERY_CASH", 0.0, "core", """
     URLs funds itself with it: in a real crawl of the trap site
     (``benchmarks/bench_traps.py``, 8 requests per host) a link farm on a
     second host took 253 of 1,541 fetches (16 %) with ``0.01``, 6 without.
+    ``AOPIC_MIN_CASH_SHARE`` compares what URLs hold beyond their discovery
+    cash, which cut that to 16 fetches in three runs of four but 105 in the
+    fourth, on a loaded machine (a farm page passes its own discovery cash
+    on to its ten links, as much as a real page's link brings): not safe
+    enough to be on by default, and withholding that pass-on loses the
+    whole gain (``docs/benchmarks.rst``).
     Switch it on for crawls of sites you trust (documentation, an
     intranet), not for open broad crawls. Memory backend (with or without
     ``JOBDIR``: a resume with another value replays the journal with the
@@ -204,7 +210,11 @@ define("AOPIC_MIN_CASH_SHARE", 0.5, "core", """
     (its next fetch waits for responses that a poor fetch elsewhere competes
     with); while every full slot is throttled by a delay,
     ``AOPIC_MIN_CASH_SHARE_DELAYED`` applies instead. ``0`` fills every free
-    slot (Scrapy's behaviour).""")
+    slot (Scrapy's behaviour). With ``AOPIC_DISCOVERY_CASH`` both sides are
+    counted beyond the discovery cash every URL discovered brought (a host
+    minting URLs gets as much of it per URL as any other; with
+    ``AOPIC_PRIORITY_HORIZON`` the priorities, which include it, are
+    compared as they are).""")
 define("AOPIC_MIN_CASH_SHARE_DELAYED", 0.0, "core", """
     ``AOPIC_MIN_CASH_SHARE`` for polite crawls: the share that applies while
     every full download slot is throttled by a delay (``DOWNLOAD_DELAY``,

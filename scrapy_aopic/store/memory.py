@@ -1157,6 +1157,12 @@ class MemoryStore(FrontierStore):
     def pop(self, ready: Callable[[str], bool], min_share: float = 0.0) -> Lease | None:
         skipped: list[tuple[int, str]] = []
         floor = None
+        # The share compares the cash URLs hold beyond the discovery cash
+        # each brought in: a host that mints URLs (a link farm) gets as much
+        # of it per URL as any other host, so counted in, its URLs would pass
+        # the test on cash they were given for being new and the farm would
+        # fund itself with the free slots (issue 18; cash order only).
+        minted = 0.0 if self._horizon else self.discovery_cash
         try:
             while True:
                 head = self._head()
@@ -1165,6 +1171,8 @@ class MemoryStore(FrontierStore):
                 hq, top, host = head
                 if min_share > 0:
                     order = self._seq_order(entry_seq(top))
+                    if minted:
+                        order = order - minted if order > minted else 0.0
                     if floor is None:  # the first head is the richest of all
                         floor = order + math.log(min_share) if self._horizon else order * min_share
                     elif order < floor:

@@ -864,3 +864,30 @@ def test_a_test_server_whose_picked_port_was_taken_moves_to_another(tmp_path, mo
             assert str(server.port) in server.url
             server.restart()  # a restart keeps the port it bound
             assert server.port != taken.getsockname()[1] and server.ping()
+
+
+@pytest.mark.parametrize("thaw", [False, True])
+def test_a_minting_host_does_not_pass_the_min_share_test_on_its_discovery_cash(store, thaw):
+    """As the memory stores (tests/unit/test_discovery_cash.py): the Lua pop
+    compares cash beyond the discovery cash every URL brought in."""
+    from tests.unit.test_discovery_cash import minting_host_scenario
+
+    farm = minting_host_scenario(store, thaw)
+    assert store.get(farm[0]).cash > 0.5 * store.peek()[1]
+    lease = store.pop(lambda host: host != "site.test", 0.5, busy=["site.test"])
+    assert lease.url == "http://other.test/x"
+    store.settle_requeue(lease.url, lease.lease_id)
+    before = sorted((v.url, v.cash) for v in store.iter_accounts())
+    assert store.pop(None, 0.5, busy=["site.test", "other.test"]) is None
+    assert sorted((v.url, v.cash) for v in store.iter_accounts()) == before
+    assert store.pop(None, 0.0, busy=["site.test", "other.test"]).url == farm[0]
+    assert_balanced(store)
+
+
+def test_pop_refuses_a_bad_discovery_amount_before_any_write(store):
+    store.inject(link("http://a.test/"), 1.0)
+    store.discovery_cash = -1.0  # (fmt itself refuses NaN and infinities)
+    with pytest.raises(redis.ResponseError, match="discovery cash is not an amount"):
+        store.pop(None, 0.5)
+    store.discovery_cash = 0.0
+    assert store.pop(None, 0.5).url == "http://a.test/"

@@ -12,7 +12,7 @@ import pytest
 
 from scrapy_aopic.engine import AopicEngine
 from scrapy_aopic.store import PENDING, Link, MemoryStore
-from scrapy_aopic.store.base import FrontierStore
+from scrapy_aopic.store.base import Credit, FrontierStore
 from scrapy_aopic.store.journal import JournaledStore
 
 SHARE = 0.05
@@ -216,3 +216,81 @@ def test_pending_accounts_of_a_snapshot_keep_the_cash_they_were_brought():
     restored = MemoryStore.restore(header, records)
     assert restored.discovery_cash == SHARE
     assert [v.cash for v in restored.iter_accounts() if v.state == PENDING] == [pytest.approx(0.5 + SHARE)]
+
+
+# -- a host minting URLs cannot take the free slots with it ---------------------------------------
+
+
+def minting_host_scenario(store, thaw=False):
+    """A site, another host and a link farm (a host whose pages only mint new
+    URLs) on ``store`` with 0.5 of discovery cash per URL; returns the
+    farm's URLs, all pending. Each farm URL holds its 0.5 and 1/11 of the
+    farm page's cash; the site's and the other host's URLs their 0.5 and 1/6
+    of the seed's. ``thaw``: the first farm URL is taken and requeued (an
+    object, not a compact row, in a memory store)."""
+    minted = 0.5
+    store.set_discovery_cash(minted)
+    store.inject(Link("http://site.test/", "site.test", 0), 1.0)
+    lease = store.pop(lambda host: True)
+    found = [Link(f"http://site.test/{p}", "site.test", 1) for p in "abc"]
+    found += [Link("http://farm.test/0", "farm.test", 1), Link("http://other.test/x", "other.test", 1)]
+    assert store.settle_visit(lease.url, lease.lease_id, 1.0, 0.0, [Credit(f, 1.0 / 6) for f in found])
+    assert store.get("http://farm.test/0").cash == pytest.approx(1.0 / 6 + minted)
+    # The farm's entry page holds what any URL the seed links holds: it passes.
+    lease = store.pop(lambda host: host == "farm.test", 0.5)
+    assert lease.url == "http://farm.test/0"
+    farm = [Link(f"http://farm.test/{i}", "farm.test", 2) for i in range(1, 11)]
+    share = lease.cash / 11
+    assert store.settle_visit(lease.url, lease.lease_id, lease.cash, 0.0, [Credit(f, share) for f in farm])
+    if thaw:
+        taken = store.take(farm[0].url)
+        assert taken is not None and store.settle_requeue(taken.url, taken.lease_id)
+    return [f.url for f in farm]
+
+
+def held(store):
+    return sorted((v.url, round(v.cash, 12)) for v in store.iter_accounts())
+
+
+@pytest.mark.parametrize("thaw", [False, True])
+@pytest.mark.parametrize("make", [lambda tmp: MemoryStore("pending-cash"), lambda tmp: MemoryStore("pending"),
+                                  lambda tmp: JournaledStore(tmp)], ids=["pending-cash", "pending", "jobdir"])
+def test_a_minting_host_does_not_pass_the_min_share_test_on_its_discovery_cash(tmp_path, make, thaw):
+    """The site's host is busy: a free slot goes to another host only if its
+    URL holds at least half of the richest URL's cash, both counted beyond
+    the discovery cash every URL brought. The farm's URLs hold 0.56 against
+    the site's 0.67 (they would pass on their whole cash) but only 0.06 of
+    their own against 0.17: they wait; the other host's URL passes."""
+    store = make(tmp_path)
+    farm = minting_host_scenario(store, thaw)
+    assert store.get(farm[0]).cash > 0.5 * store.peek()[1]  # what passed the test before
+    not_site = lambda host: host != "site.test"  # noqa: E731
+    lease = store.pop(not_site, 0.5)
+    assert lease.url == "http://other.test/x"
+    store.settle_requeue(lease.url, lease.lease_id)
+    before, injected = held(store), store.totals().injected
+    assert store.pop(lambda host: host == "farm.test", 0.5) is None
+    assert held(store) == before and store.totals().injected == injected  # nothing moved
+    assert store.totals().leased == 0
+    # With no share to meet, or once the site's URLs are gone, the farm is served.
+    lease = store.pop(lambda host: host == "farm.test", 0.0)
+    assert lease.url == farm[0]
+    store.settle_requeue(lease.url, lease.lease_id)
+    for _ in range(4):
+        lease = store.pop(lambda host: host != "farm.test", 0.5)
+        assert lease.url.startswith(("http://site.test/", "http://other.test/"))
+        assert store.settle_visit(lease.url, lease.lease_id, lease.cash, 0.0, [])
+    assert store.pop(not_site, 0.5).url == farm[0]
+    if isinstance(store, JournaledStore):
+        store.close()
+
+
+def test_the_rule_counts_what_a_url_holds_beyond_its_discovery_cash_not_below():
+    """A URL holding less than the discovery cash (a seed brought less, or
+    the crawl began without it) counts as holding nothing beyond it: when the
+    richest holds nothing beyond it either, any host may take a free slot."""
+    store = MemoryStore()
+    store.inject(Link("http://a.test/", "a.test", 0), 0.1)
+    store.inject(Link("http://b.test/", "b.test", 0), 0.01)
+    store.set_discovery_cash(0.5)
+    assert store.pop(lambda host: host == "b.test", 0.5).url == "http://b.test/"

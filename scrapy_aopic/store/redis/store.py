@@ -639,6 +639,7 @@ class RedisStore(SharedSeeds, FrontierStore):
                     now_arg,
                     pay_lambda,
                     fmt(min_share),
+                    fmt(self.discovery_cash),  # not counted in the min-share test
                     token,
                     *excluded,
                     head=4,

@@ -514,8 +514,11 @@ local function head_cash(host)
 end
 
 -- min_share > 0: stop (nil) at the first host whose best URL holds less than
--- min_share times the richest pending URL's cash (MemoryStore.pop)
-local function pop(cap, deadline, excluded, min_share)
+-- min_share times the richest pending URL's cash (MemoryStore.pop), both
+-- counted beyond ``minted``, the discovery cash every URL discovered brought
+-- in: a host minting URLs gets as much of it per URL as any other, and would
+-- fund itself with the free slots on it (issue 18)
+local function pop(cap, deadline, excluded, min_share, minted)
   flush_hosts()
   local offset, size = 0, TOP_SIZE  -- the first host almost always qualifies
   local repairs = 0
@@ -535,6 +538,7 @@ local function pop(cap, deadline, excluded, min_share)
       if min_share > 0 then
         local cash = head_cash(host)
         if cash ~= nil then
+          cash = math.max(cash - minted, 0)
           if floor == nil then
             floor = cash * min_share  -- hosts come richest first
           elseif cash < floor then
@@ -589,11 +593,15 @@ end
 
 -- selection and lease ops
 if OP == 'pop' then
-  -- cap timeout reclaim-limit now visit-lambda min-share token excluded-host...
+  -- cap timeout reclaim-limit now visit-lambda min-share discovery-cash token excluded-host...
   -- -> {lease or false, lambda payout, pending count, leases reclaimed}
   -- token 'worker:seq' (or ''): a pop resent after its reply was lost (a
   -- connection failure) gets the lease the first one opened, not another
-  local token = ARGV[A + 6]
+  local minted = tonumber(ARGV[A + 6])  -- checked before any write
+  if not minted or minted ~= minted or minted < 0 or minted == math.huge then
+    return redis.error_reply('discovery cash is not an amount: ' .. tostring(ARGV[A + 6]))
+  end
+  local token = ARGV[A + 7]
   local tkey, tseq
   if token ~= '' then
     local worker
@@ -621,9 +629,9 @@ if OP == 'pop' then
   local paid = 0
   if ARGV[A + 4] == '1' then paid = lambda_if_due() end
   local excluded = {}
-  for i = A + 7, #ARGV do excluded[ARGV[i]] = true end
+  for i = A + 8, #ARGV do excluded[ARGV[i]] = true end
   local timeout = tonumber(ARGV[A + 1])
-  local lease = pop(tonumber(ARGV[A]), now + timeout, excluded, tonumber(ARGV[A + 5]))
+  local lease = pop(tonumber(ARGV[A]), now + timeout, excluded, tonumber(ARGV[A + 5]), minted)
   if lease and tkey then
     redis.call('SET', tkey, tseq .. '\n' .. fmt(lease.id) .. '\n' .. lease.a.url,
       'PX', math.floor(timeout * 1000) + 1000)
