@@ -311,6 +311,8 @@ class Frontier:
                 self.stats.set_value("aopic/jobdir/header_lost", 1)
             if self.store.cash_lost:
                 self.stats.set_value("aopic/jobdir/cash_lost", self.store.cash_lost)
+            if self.store.discovery_cash_change:  # logged by the store
+                self.stats.set_value("aopic/jobdir/discovery_cash_changed", 1)
         self._load_lane()
         if self.jobdir and getattr(spider, "name", None):
             from ..commands import remember_jobdir  # `scrapy aopic top SPIDER` finds it

@@ -414,6 +414,9 @@ class JournaledStore(FrontierStore):
         self.records_lost = 0
         self.header_lost = False
         self.cash_lost: float | None = None
+        #: (written, resumed with): the discovery cash per new URL changed on
+        #: resume (None: unchanged, or nothing crawled yet)
+        self.discovery_cash_change: tuple[float, float] | None = None
         self.priority_horizon = float(priority_horizon)
         self._journal = None
         self._entries = 0
@@ -771,6 +774,7 @@ class JournaledStore(FrontierStore):
         self.memory.set_discovery_cash(cash)
         if self.memory.discovery_cash != before:
             if self.memory.totals().visits:
+                self.discovery_cash_change = (before, self.memory.discovery_cash)
                 logger.warning(
                     "aopic: JOBDIR %s was crawled with %g discovery cash per new URL; %g from this resume "
                     "on (AOPIC_DISCOVERY_CASH x AOPIC_SEED_CASH)", self.directory, before, cash,

@@ -398,6 +398,26 @@ def test_jobdir_survives_a_crash_without_close(tmp_path, horizon):
     assert crawler.stats.get_value("aopic/resumed_in_flight") == 2
 
 
+def test_resume_with_another_discovery_cash_is_counted(tmp_path):
+    """The amount changes on resume: the store logs it, the stats count it
+    once; resuming again with the amount now in force counts nothing."""
+    settings = {"JOBDIR": str(tmp_path / "job"), "AOPIC_DISCOVERY_CASH": 0.05}
+    scheduler, _ = make_scheduler(settings)
+    scheduler.enqueue_request(seed("http://h.example/0"))
+    scheduler.frontier.visit(_html(scheduler.next_request()), [Request("http://h.example/found")])
+    scheduler.frontier.store._journal.close()
+    scheduler.frontier.store._lock.release()  # killed
+
+    again, crawler = make_scheduler({**settings, "AOPIC_DISCOVERY_CASH": 0.0})
+    assert crawler.stats.get_value("aopic/jobdir/discovery_cash_changed") == 1
+    assert again.frontier.engine.conservation_error() < 1e-12
+    again.frontier.store._journal.close()
+    again.frontier.store._lock.release()
+
+    _, crawler = make_scheduler({**settings, "AOPIC_DISCOVERY_CASH": 0.0})
+    assert crawler.stats.get_value("aopic/jobdir/discovery_cash_changed") is None
+
+
 def test_torn_journal_line_is_dropped(tmp_path):
     settings = {"JOBDIR": str(tmp_path / "job")}
     scheduler, _ = make_scheduler(settings)

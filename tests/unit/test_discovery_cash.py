@@ -180,6 +180,7 @@ def test_another_setting_on_resume_is_said_and_the_written_part_replays_as_writt
         resumed = AopicEngine(JournaledStore(tmp_path), discovery_cash=0.0)
     assert _books(resumed.store) == first
     assert "crawled with 0.05 discovery cash per new URL; 0 from this resume on" in caplog.text
+    assert resumed.store.discovery_cash_change == (0.05, 0.0)  # the frontier counts it
     injected = resumed.totals().injected
     known = resumed.totals().known
     _crawl(resumed, rng, 100)
@@ -189,8 +190,9 @@ def test_another_setting_on_resume_is_said_and_the_written_part_replays_as_writt
     second = _books(resumed.store)
     resumed.store._journal.flush()
     resumed.store._lock.release()  # killed again: the journal holds both amounts
-    again = JournaledStore(tmp_path)
+    again = AopicEngine(JournaledStore(tmp_path), discovery_cash=0.0).store
     assert _books(again) == second and again.discovery_cash == 0.0
+    assert again.discovery_cash_change is None  # resumed with the amount in force
     again.close()
 
 
