@@ -215,7 +215,7 @@ def _word_hashes(text: str, points: np.ndarray | None = None, word: np.ndarray |
     keys = prefix[ends]
     keys -= prefix[starts]
     keys *= inverse[starts]
-    lengths = (ends - starts).view(np.uint64)  # positive: the same values
+    lengths = (ends - starts).astype(np.uint64)
     lengths *= np.uint64(0x9E3779B97F4A7C15)
     keys += lengths
     return _splitmix64(keys, in_place=True)
@@ -272,7 +272,7 @@ def _majority(hashes: np.ndarray, weights: np.ndarray | None, total: float) -> i
     with bit b set exceeds ``total / 2`` (strictly, as the reference)."""
     # Count each byte position's values, then bits: 8 bincounts over n
     # bytes beat unpacking n*64 bits (and one bincount over the 8n bytes
-    # with 2,048 bins: slower above a few hundred words).
+    # with 2,048 bins: slower from about a thousand distinct words).
     byte_values = hashes.view(np.uint8).reshape(-1, 8)
     counts = np.empty((8, 256), dtype=np.float64)
     for j in range(8):  # little-endian byte j holds bits 8j..8j+7

@@ -90,8 +90,8 @@ def test_other_parsers_trees_are_walked_as_they_are():
 
 
 def eager_walk(root, boilerplate: bool) -> str:
-    """The walk before this change (main at 3f3c3ed): main landmarks found
-    first, by one search of the whole page, and their holders with them."""
+    """The walk before this change: main landmarks found first, by one
+    search of the whole page, and their holders with them."""
     total = int(_STRING_LENGTH(root.getroottree())) if boilerplate else 0
     mains = set(etree.XPath("//main | //*[@role='main']")(root)) if boilerplate else set()
     holders = {ancestor for main in mains for ancestor in main.iterancestors()}
