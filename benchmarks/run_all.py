@@ -28,6 +28,7 @@ QUICK_OUT = str(Path(tempfile.gettempdir()) / "scrapy-aopic-bench")
 BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "scheduler": ("bench_scheduler.py", ["--redis"], ["--sizes", "100000", "--redis"]),
     "e2e": ("bench_e2e.py", ["--pages", "3000", "--rounds", "2"], ["--pages", "1000", "--rounds", "1"]),
+    "e2e-parts": ("bench_e2e_parts.py", [], ["--rounds", "1"]),
     "page-work": ("bench_page_work.py", [], ["--pages", "100", "--rounds", "1"]),
     "links": ("bench_links.py", [], ["--rounds", "1"]),
     "memory": ("bench_memory.py", [], ["--pages", "8000", "--out", QUICK_OUT]),

@@ -194,7 +194,8 @@ def _word_hashes(text: str, points: np.ndarray | None = None, word: np.ndarray |
         word, letter = _classes(points)
     # Where the mask changes: a word's start, then its end, and so on (the
     # padding is no word character).
-    padded = np.concatenate(([False], word, [False]))
+    padded = np.zeros(n + 2, dtype=np.bool_)
+    padded[1:-1] = word
     changes = np.flatnonzero(padded[1:] != padded[:-1])
     starts, ends = changes[::2], changes[1::2]
     if not len(starts):
@@ -204,9 +205,20 @@ def _word_hashes(text: str, points: np.ndarray | None = None, word: np.ndarray |
     keep = np.logical_or.reduceat(letter, starts)
     starts, ends = starts[keep], ends[keep]
     powers, inverse = _power_tables(n + 1)
-    prefix = np.concatenate(([np.uint64(0)], np.cumsum(points.astype(np.uint64) * powers[:n])))
-    keys = (prefix[ends] - prefix[starts]) * inverse[starts]
-    return _splitmix64(keys + (ends - starts).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    # The prefix sums in place, after a leading 0 (the same uint64 values as
+    # summing a widened copy: each numpy call costs more than its work on a
+    # page of a few thousand characters).
+    prefix = np.empty(n + 1, dtype=np.uint64)
+    prefix[0] = 0
+    np.multiply(points, powers[:n], out=prefix[1:])
+    np.cumsum(prefix[1:], out=prefix[1:])
+    keys = prefix[ends]
+    keys -= prefix[starts]
+    keys *= inverse[starts]
+    lengths = (ends - starts).astype(np.uint64)
+    lengths *= np.uint64(0x9E3779B97F4A7C15)
+    keys += lengths
+    return _splitmix64(keys, in_place=True)
 
 
 def _packed_shingles(points: np.ndarray) -> np.ndarray:
@@ -231,13 +243,23 @@ def _mixed_shingles(points: np.ndarray) -> np.ndarray:
     )
 
 
-def _splitmix64(x: np.ndarray) -> np.ndarray:
-    """SplitMix64's finalizer: a bijection of uint64 with full avalanche."""
-    x = x ^ (x >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def _splitmix64(x: np.ndarray, in_place: bool = False) -> np.ndarray:
+    """SplitMix64's finalizer: a bijection of uint64 with full avalanche.
+    ``in_place``: ``x`` (a uint64 array the caller no longer needs) is
+    overwritten, saving the temporaries."""
+    if not in_place:
+        x = x ^ (x >> _S30)
+    else:
+        x ^= x >> _S30
+    x *= _M1
+    x ^= x >> _S27
+    x *= _M2
+    x ^= x >> _S31
+    return x
 
 
 def _md5_feature(feature: str) -> int:
@@ -249,7 +271,8 @@ def _majority(hashes: np.ndarray, weights: np.ndarray | None, total: float) -> i
     """Fingerprint whose bit b is set when the (weighted) count of hashes
     with bit b set exceeds ``total / 2`` (strictly, as the reference)."""
     # Count each byte position's values, then bits: 8 bincounts over n
-    # bytes beat unpacking n*64 bits.
+    # bytes beat unpacking n*64 bits (and one bincount over the 8n bytes
+    # with 2,048 bins: slower from about a thousand distinct words).
     byte_values = hashes.view(np.uint8).reshape(-1, 8)
     counts = np.empty((8, 256), dtype=np.float64)
     for j in range(8):  # little-endian byte j holds bits 8j..8j+7
@@ -286,7 +309,8 @@ SKETCH_BINS = 32
 _EMPTY_BIN = np.uint16(0xFFFF)
 _BIN_SHIFT = np.uint64(64 - 5)
 assert 1 << 5 == SKETCH_BINS
-_BIN_STARTS = np.arange(SKETCH_BINS, dtype=np.uint64) << _BIN_SHIFT
+_BIN_NUMBERS = np.arange(SKETCH_BINS, dtype=np.uint64)
+_BIN_STARTS = _BIN_NUMBERS << _BIN_SHIFT
 
 
 def word_pair_sketch(word_hashes: np.ndarray) -> np.ndarray:
@@ -294,21 +318,21 @@ def word_pair_sketch(word_hashes: np.ndarray) -> np.ndarray:
     bin) of the set of consecutive word pairs: equal bins estimate the
     Jaccard similarity of two texts' word pairs."""
     if len(word_hashes) >= 2:
-        features = _splitmix64(word_hashes[:-1] * np.uint64(31) + word_hashes[1:])
+        features = word_hashes[:-1] * np.uint64(31)
+        features += word_hashes[1:]
+        features = _splitmix64(features, in_place=True)
     else:
         features = word_hashes
-    sketch = np.full(SKETCH_BINS, _EMPTY_BIN, dtype=np.uint16)
     if not len(features):
-        return sketch
+        return np.full(SKETCH_BINS, _EMPTY_BIN, dtype=np.uint16)
     ordered = np.sort(features)
+    # Each bin's smallest feature: the first at or after the bin's start,
+    # if it is still in the bin (past the end: the last feature, of an
+    # earlier bin).
     first = np.searchsorted(ordered, _BIN_STARTS)
-    present = first < len(ordered)
-    first = first[present]
-    values = ordered[first]
-    same_bin = (values >> _BIN_SHIFT) == np.flatnonzero(present).astype(np.uint64)
-    bins = np.flatnonzero(present)[same_bin]
-    sketch[bins] = (values[same_bin] & np.uint64(0x7FFF)).astype(np.uint16)
-    return sketch
+    values = ordered[np.minimum(first, len(ordered) - 1)]
+    same_bin = (values >> _BIN_SHIFT) == _BIN_NUMBERS
+    return np.where(same_bin, values & np.uint64(0x7FFF), np.uint64(_EMPTY_BIN)).astype(np.uint16)
 
 
 def sketch_similarity(a: np.ndarray, b: np.ndarray) -> float:
@@ -420,7 +444,13 @@ def _words_simhash(word_hashes: np.ndarray) -> int:
     """SimHash of words weighted by ``count ** WORD_WEIGHT_EXPONENT``."""
     if not len(word_hashes):
         return 0
-    distinct, counts = np.unique(word_hashes, return_counts=True)
+    # np.unique(..., return_counts=True), without its checks and copies
+    ordered = np.sort(word_hashes)
+    new = np.empty(len(ordered), dtype=np.bool_)
+    new[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    distinct = ordered[new]
+    counts = np.diff(np.append(np.flatnonzero(new), len(ordered)))
     weights = counts.astype(np.float64) ** WORD_WEIGHT_EXPONENT
     return _majority(distinct, weights, float(weights.sum()))
 

@@ -24,9 +24,11 @@ write exactly the same text.
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 from lxml import etree
+from lxml.html import HtmlElementClassLookup, HTMLParser as _LxmlHtmlParser
 
 __all__ = ["tree_text", "visible_text"]
 
@@ -65,8 +67,9 @@ _NEVER_BOILERPLATE = frozenset(
 #: these (HTML-AAM maps ``header`` to the banner role only outside them):
 #: Javadoc's ``<main><div class="header"><h1>Class Assert``.
 _SECTIONING = ("main", "article", "section")
-#: The page's main landmark: neither it nor an element holding it is boilerplate.
-_MAIN_LANDMARKS = etree.XPath("//main | //*[@role='main']")
+#: Whether an element holds a main landmark (the page's main content): an
+#: element holding one is never boilerplate.
+_HOLDS_MAIN = etree.XPath("boolean(descendant::*[self::main or @role='main'])")
 _SECTION_PARTS = ("header", "footer")
 #: Rows, sections and heading cells of a table: marked header or footer,
 #: they head or close the table (see :func:`_section_part`).
@@ -192,13 +195,42 @@ def tree_text(root, *, boilerplate: bool = True, max_chars: int | None = None) -
     if boilerplate and _may_be_marked(root):
         # The stylesheet sees tags only; judging class, id and role values
         # element by element in XPath costs more than this walk.
-        text = _walk_text(root, boilerplate)
+        with _plain_elements(root):
+            text = _walk_text(root, boilerplate)
     else:
         try:
             text = str(_STYLESHEETS[boilerplate](root))
         except etree.XSLTApplyError:  # nested deeper than libxslt's recursion limit
-            text = _walk_text(root, boilerplate)
+            with _plain_elements(root):
+                text = _walk_text(root, boilerplate)
     return text if max_chars is None else text[:max_chars]
+
+
+@contextlib.contextmanager
+def _plain_elements(root):
+    """For the time of a walk, the elements of a tree parsed by
+    ``lxml.html.HTMLParser`` (Scrapy's selector: parsel makes one such
+    parser per document) come as plain lxml elements.
+
+    lxml.html chooses the class of every element proxy lxml creates in a
+    Python method (``HtmlElementClassLookup.lookup``): one Python call per
+    element the walk visits, about 15 % of the walk on DocBook pages. The
+    walk reads tags, attributes, text and parents only, the same on either
+    class. The lookup is the parser's (``set_element_class_lookup``); it is
+    put back as that parser's ``__init__`` sets it, so proxies made after
+    the walk (the spider's selectors) are lxml.html's again, and proxies
+    alive before it keep their class. No proxy made here outlives the walk.
+    Only for exactly ``lxml.html.HTMLParser`` (whose lookup is known); any
+    other parser's tree is walked as it is."""
+    parser = root.getroottree().parser
+    if type(parser) is not _LxmlHtmlParser:
+        yield
+        return
+    parser.set_element_class_lookup()
+    try:
+        yield
+    finally:
+        parser.set_element_class_lookup(HtmlElementClassLookup())
 
 
 def _stylesheet(boilerplate: bool) -> etree.XSLT:
@@ -304,18 +336,19 @@ def _walk_text(root, boilerplate: bool) -> str:
     and in C between the elements it returns."""
     # The page's characters: an element holding more than half is kept.
     total = int(_STRING_LENGTH(root.getroottree())) if boilerplate else 0
-    # Wrappers of the main landmark (a theme's "wy-nav-content") are kept.
-    mains = set(_MAIN_LANDMARKS(root)) if boilerplate else set()
-    holders = {ancestor for main in mains for ancestor in main.iterancestors()}
     pieces: list[str] = []
     append = pieces.append
     walker = etree.iterwalk(root, events=("start", "end", "comment", "pi"))
     just_skipped = False
     lone_containers: dict = {}  # container -> its links are lone (see _lone_link)
-    in_main = 0  # depth of main landmarks around the element
-    # Whether each open element is a block (its end writes a newline), so
-    # that its end reads no tag: every lxml property read is a C call.
-    blocks: list[bool] = []
+    # Main landmarks (main, role "main") around the element: each element
+    # the walk opens is asked, not the whole page searched first (on a
+    # Sphinx page that search costs a quarter of the walk).
+    in_main = 0
+    # Per open element: 1 if a block (its end writes a newline), 2 if a
+    # main landmark, so that its end reads nothing: every lxml property
+    # read is a C call.
+    opened: list[int] = []
     for event, element in walker:
         if event == "start":
             tag = element.tag
@@ -323,16 +356,17 @@ def _walk_text(root, boilerplate: bool) -> str:
             if tag in _INVISIBLE_TAGS or (
                 boilerplate
                 and tag not in _NEVER_BOILERPLATE
-                and _skipped(element, boilerplate, lone_containers, total, holders, in_main)
+                and _skipped(element, boilerplate, lone_containers, total, in_main)
             ):
                 walker.skip_subtree()  # the next event is this element's end
                 just_skipped = True
                 continue
-            if mains and element in mains:
+            flags = 1 if tag in _BLOCK_TAGS else 0
+            if boilerplate and (tag == "main" or element.get("role") == "main"):
                 in_main += 1
-            block = tag in _BLOCK_TAGS
-            blocks.append(block)
-            if block:
+                flags |= 2
+            opened.append(flags)
+            if flags & 1:
                 append("\n")  # a block starts a line: "source<h3>impl" is two words
             text = element.text
             if text:
@@ -342,9 +376,10 @@ def _walk_text(root, boilerplate: bool) -> str:
             if just_skipped:
                 just_skipped = False
             else:
-                if blocks.pop():
+                flags = opened.pop()
+                if flags & 1:
                     append("\n")
-                if mains and element in mains:
+                if flags & 2:
                     in_main -= 1
         tail = element.tail  # also of comments and processing instructions
         if tail:
@@ -352,9 +387,7 @@ def _walk_text(root, boilerplate: bool) -> str:
     return "".join(pieces)
 
 
-def _skipped(
-    element, boilerplate: bool, lone_containers: dict, total: int, holders: set = frozenset(), in_main: int = 0
-) -> bool:
+def _skipped(element, boilerplate: bool, lone_containers: dict, total: int, in_main: int = 0) -> bool:
     tag = element.tag
     if tag in _INVISIBLE_TAGS:
         return True
@@ -366,7 +399,8 @@ def _skipped(
         return not in_main and _lone_link(element, lone_containers)
     if not _judged_boilerplate(element, tag):
         return False
-    if element in holders or _section_part(element, tag) or _titles_the_page(element, tag):
+    # Wrappers of the main landmark (a theme's "wy-nav-content") are kept.
+    if _HOLDS_MAIN(element) or _section_part(element, tag) or _titles_the_page(element, tag):
         return False
     # Never the element that holds most of the page (see the module).
     return _STRING_LENGTH(element) * 2 <= total

@@ -1,0 +1,101 @@
+"""Where a crawl's CPU goes, part by part, measured inside the crawl (issue 18, item 4).
+
+    python benchmarks/bench_e2e_parts.py [--root DIR] [--rounds 2] [--base CHECKOUT]
+                                         [--addon-setting NAME=VALUE ...]
+
+Crawls a documentation tree as ``bench_e2e.py`` does (same spider, same
+settings, every page; default the PostgreSQL 15 manual) with plain Scrapy,
+the add-on with near-duplicate detection off (``AOPIC_SIMHASH_ENABLED=False``),
+the add-on with its defaults and, with ``--base``, another checkout's add-on
+with its defaults, alternating, and prints for each setup (median of the
+rounds) the crawl's CPU ms per page and, from the extension
+``e2e_parts.py``, the thread CPU ms per page of each timed part *inside the
+crawl*: Scrapy's parse, the near-duplicate middleware and its steps, the
+soft-404 middleware, the frontier's per-page link work, and the garbage
+collector by generation. In-process benchmarks (``bench_page_work.py``)
+time the same steps in a tight loop, where their code and data stay in the
+CPU's caches: inside a crawl, between Scrapy's and Twisted's work, they
+cost more, and only this says how much.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_e2e import CANDIDATES, ROOT, serve  # noqa: E402
+
+
+def crawl(seed: str, tree: Path, settings: list[str], workdir: Path) -> dict:
+    stem = workdir / f"crawl-{time.monotonic_ns()}"
+    command = [
+        sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"seeds={seed}", "-a", "allowed_domains=127.0.0.1",
+        "-s", "CLOSESPIDER_PAGECOUNT=3000", "-s", "CONCURRENT_REQUESTS=16", "-s", "CONCURRENT_REQUESTS_PER_DOMAIN=16",
+        "-s", "ROBOTSTXT_OBEY=False", "-s", "LOG_LEVEL=INFO", "-s", f"LOG_FILE={stem}.log",
+        "-s", 'EXTENSIONS={"e2e_parts.CrawlParts": 0}', "-s", f"E2E_PARTS_FILE={stem}.json", *settings,
+    ]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(command, cwd=tree / "example_project", check=True, stdout=subprocess.DEVNULL,
+                   env={"PYTHONPATH": f"{tree}:{ROOT / 'benchmarks'}", "PATH": "/usr/bin:/bin"})
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    log = Path(f"{stem}.log").read_text()
+    pages = int(log.split("'response_received_count': ", 1)[1].split(",", 1)[0])
+    parts = json.loads(Path(f"{stem}.json").read_text())
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    figures = {"crawl CPU": cpu * 1000 / pages}
+    figures.update({part: ms / pages for part, (ms, _calls) in parts.items()})
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", help="documentation tree to serve")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--base", type=Path, help="another checkout: its add-on (defaults) is one more setup")
+    parser.add_argument("--addon-setting", action="append", default=[], metavar="NAME=VALUE",
+                        help="a Scrapy setting for every add-on crawl; repeat")
+    args = parser.parse_args()
+    root = args.root or next((c for c in CANDIDATES if Path(c).is_dir()), None)
+    if root is None:
+        sys.exit("no doc tree found: apt-get install postgresql-doc-15, or pass --root DIR")
+    extra = [x for setting in args.addon_setting for x in ("-s", setting)]
+    setups = {
+        "plain Scrapy": (ROOT, ["-s", "ADDONS={}"]),
+        "add-on, near-dups off": (ROOT, extra + ["-s", "AOPIC_SIMHASH_ENABLED=False"]),
+        "add-on": (ROOT, extra),
+    }
+    if args.base is not None:
+        setups["base add-on"] = (args.base.resolve(), extra)
+    server, seed = serve(root)
+    results: dict[str, list[dict]] = {name: [] for name in setups}
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_number in range(args.rounds):
+            order = list(setups) if round_number % 2 == 0 else list(reversed(setups))
+            for name in order:
+                tree, settings = setups[name]
+                results[name].append(crawl(seed, tree, settings, Path(tmp)))
+                print(f"  round {round_number + 1}: {name:<22} {results[name][-1]['crawl CPU']:.2f} CPU ms a page",
+                      flush=True)
+    server.shutdown()
+    parts = sorted({part for runs in results.values() for run in runs for part in run},
+                   key=lambda part: (part != "crawl CPU", part))
+    print(f"\n{root}: CPU ms a page, median of {args.rounds} rounds (parts: thread CPU inside the crawl)")
+    print(f"{'':42s}" + "".join(f"{name:>24s}" for name in setups))
+    for part in parts:
+        cells = []
+        for name in setups:
+            values = [run[part] for run in results[name] if part in run]
+            cells.append(f"{statistics.median(values):24.3f}" if values else f"{'-':>24s}")
+        print(f"{part:42s}" + "".join(cells))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""Extension for ``bench_e2e_parts.py``: thread CPU of named parts inside a crawl.
+
+Enabled with ``-s EXTENSIONS={"e2e_parts.CrawlParts": 0}`` and
+``-s E2E_PARTS_FILE=PATH``. It wraps, for this crawl process only, the
+functions below with a CPU-time clock (``time.thread_time``: the crawl's
+own thread, not the other jobs on the machine), times Python's garbage
+collections by generation (``gc.callbacks``), and at close writes one JSON
+object ``{part: [CPU ms, calls]}`` plus the process CPU since the crawler
+was built. Wrapping costs about 1 µs a call: these are per-page functions,
+so the crawl's figures move by about 0.01 ms a page.
+"""
+
+from __future__ import annotations
+
+import collections
+import gc
+import json
+import sys
+import time
+from pathlib import Path
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+
+#: (module, class or None, function, part): what is timed, where it exists.
+PARTS = [
+    ("parsel.selector", None, "create_root_node", "parse (Scrapy's selector)"),
+    ("scrapy_aopic.middlewares.simhash", "SimhashDedupMiddleware", "process_response", "near-dup: whole middleware"),
+    ("scrapy_aopic.middlewares.simhash", None, "body_checksum", "near-dup: body checksum"),
+    ("scrapy_aopic.middlewares.simhash", None, "tree_text", "near-dup: visible text"),
+    ("scrapy_aopic.middlewares.simhash", "Fingerprinter", "signature", "near-dup: signature"),
+    ("scrapy_aopic.middlewares.simhash", "NearDuplicateIndex", "find", "near-dup: index find"),
+    ("scrapy_aopic.middlewares.simhash", "SimhashDedupMiddleware", "_add_original", "near-dup: index add"),
+    ("scrapy_aopic.middlewares.traps", "Soft404Middleware", "process_response", "soft-404 middleware"),
+    ("scrapy_aopic.frontier", "Frontier", "visit", "frontier: a page's links"),
+]
+
+
+class CrawlParts:
+    def __init__(self, path: str):
+        self.path = Path(path)
+        self.spent: collections.Counter = collections.Counter()
+        self.calls: collections.Counter = collections.Counter()
+        self._gc_start = 0.0
+        import parsel.selector  # noqa: F401  (the spider's first response imports it anyway)
+
+        for module_name, owner_name, name, part in PARTS:
+            # Only what the crawl imported itself (the add-on's middlewares
+            # are imported as it sets the crawl up, before extensions): with
+            # near-duplicates off, numpy must stay unimported.
+            module = sys.modules.get(module_name)
+            if module is None:
+                continue
+            owner = getattr(module, owner_name) if owner_name else module
+            if hasattr(owner, name):
+                setattr(owner, name, self._timed(getattr(owner, name), part))
+        gc.callbacks.append(self._gc)
+        self.started = time.process_time()
+
+    def _timed(self, function, part):
+        spent, calls, clock = self.spent, self.calls, time.thread_time
+
+        def timed(*args, **kwargs):
+            start = clock()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[part] += clock() - start
+                calls[part] += 1
+
+        return timed
+
+    def _gc(self, phase, info):
+        if phase == "start":
+            self._gc_start = time.thread_time()
+        else:
+            part = f"gc generation {info['generation']}"
+            self.spent[part] += time.thread_time() - self._gc_start
+            self.calls[part] += 1
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        path = crawler.settings.get("E2E_PARTS_FILE")
+        if not path:
+            raise NotConfigured("E2E_PARTS_FILE is not set")
+        extension = cls(path)
+        crawler.signals.connect(extension.spider_closed, signal=signals.spider_closed)
+        return extension
+
+    def spider_closed(self, spider):
+        gc.callbacks.remove(self._gc)
+        parts = {part: [self.spent[part] * 1000, self.calls[part]] for part in self.spent}
+        parts["process CPU from the crawler's start"] = [(time.process_time() - self.started) * 1000, 1]
+        self.path.write_text(json.dumps(parts))
