@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     parser.add_argument("--true-rates", action="store_true", help="plan with the true mean rates")
     parser.add_argument("--flat", action="store_true", help="plan on a flat profile")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="one more setting (VALUE read as JSON)")
+                        help="one more setting (VALUE read as JSON if it parses)")
     args = parser.parse_args(argv)
     trace = load(names=[args.trace])[0]
     a, b = trace.start + bench.WARMUP, trace.end
@@ -53,9 +53,13 @@ def main(argv=None) -> int:
     settings = {"AOPIC_RECRAWL_BUDGET": float(n) * args.budget_factor}
     for item in args.set:
         key, _, value = item.partition("=")
-        settings[key] = json.loads(value)
+        try:
+            settings[key] = json.loads(value)
+        except ValueError:
+            settings[key] = value
     rates = bench.true_rates(trace)
     truth = {page.url: rate for page, rate in zip(trace.pages, rates)}
+    mean_rate = sum(rates) / n
     changes_of = {page.url: page.changes for page in trace.pages}
     window = planner_from_settings(Settings({"AOPIC_RECRAWL": True})).change_window
     # Per page, over its plans in the scored years: the rate it was planned
@@ -84,7 +88,7 @@ def main(argv=None) -> int:
 
         planner.page_rate = page_rate
         if args.true_rates:
-            planner.prior_rate = lambda record, now: sum(rates) / n
+            planner.prior_rate = lambda record, now: mean_rate
         if args.flat:
             planner.shape_of = lambda record: ("flat", _FLAT)
         return planner
