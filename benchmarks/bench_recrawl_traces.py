@@ -350,7 +350,8 @@ def main(argv=None) -> int:
     parser.add_argument("--burst", action="store_true",
                         help="AOPIC_RECRAWL_BURST = True (the burst model; off by default)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="one more setting (VALUE read as JSON if it parses)")
+                        help="one more setting (VALUE read as JSON if it parses; NAME without AOPIC_ "
+                             "is read as AOPIC_RECRAWL_NAME)")
     parser.add_argument("--no-last-modified", action="store_true",
                         help="leave out the +Last-Modified row (half the time)")
     parser.add_argument("--json", action="store_true",
@@ -379,6 +380,8 @@ def main(argv=None) -> int:
                     "AOPIC_RECRAWL_BURST": args.burst}  # fmt: skip
         for item in args.set:
             key, _, value = item.partition("=")
+            if not key.startswith("AOPIC_"):
+                key = "AOPIC_RECRAWL_" + key  # CHANGE_WINDOW=... for AOPIC_RECRAWL_CHANGE_WINDOW=...
             try:
                 settings[key] = json.loads(value)
             except ValueError:
