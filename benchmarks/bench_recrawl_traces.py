@@ -350,11 +350,16 @@ def main(argv=None) -> int:
     parser.add_argument("--burst", action="store_true",
                         help="AOPIC_RECRAWL_BURST = True (the burst model; off by default)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="one more setting (VALUE read as JSON if it parses)")
+                        help="one more setting (VALUE read as JSON if it parses; NAME without AOPIC_ "
+                             "is read as AOPIC_RECRAWL_NAME)")
     parser.add_argument("--no-last-modified", action="store_true",
                         help="leave out the +Last-Modified row (half the time)")
+    parser.add_argument("--json", action="store_true",
+                        help="also write every row's figures, unrounded, to recrawl-traces*.json in --out "
+                             "(what bench_recrawl_budgets.py reads)")  # fmt: skip
     args = parser.parse_args(argv)
     lines = []
+    figures: dict[str, dict] = {}
 
     def say(text=""):
         print(text, flush=True)
@@ -375,6 +380,8 @@ def main(argv=None) -> int:
                     "AOPIC_RECRAWL_BURST": args.burst}  # fmt: skip
         for item in args.set:
             key, _, value = item.partition("=")
+            if not key.startswith("AOPIC_"):
+                key = "AOPIC_RECRAWL_" + key  # CHANGE_WINDOW=... for AOPIC_RECRAWL_CHANGE_WINDOW=...
             try:
                 settings[key] = json.loads(value)
             except ValueError:
@@ -393,6 +400,7 @@ def main(argv=None) -> int:
         for name, r in {**base, **rows}.items():
             say(f"{name:<27}{r.fetches:>9}{r.hit_rate:>9.3f}{r.delay / HOUR:>9.1f}"
                 f"{r.delay / fixed.delay:>8.2f}{r.freshness:>8.4f}{r.age / HOUR:>8.2f}")  # fmt: skip
+        figures[trace.name] = {name: {**r._asdict(), "hit_rate": r.hit_rate} for name, r in {**base, **rows}.items()}
         for name, (us, visits) in costs.items():
             r = rows[name]
             say(f"  {name}: {us:.1f} µs CPU per visit (hook + planner, {visits} visits); delay "
@@ -409,6 +417,8 @@ def main(argv=None) -> int:
     suffix = "".join(f"-{flag}" for flag in ("timetable", "burst") if getattr(args, flag))
     suffix += "".join(f"-{item.removeprefix('AOPIC_RECRAWL_').lower()}" for item in args.set)
     (args.out / f"recrawl-traces{suffix}.txt").write_text("\n".join(lines) + "\n")
+    if args.json:
+        (args.out / f"recrawl-traces{suffix}.json").write_text(json.dumps(figures, indent=1) + "\n")
     return 0
 
 

@@ -716,7 +716,7 @@ define("AOPIC_RECRAWL_BURST", False, "recrawl", """
     ``aopic/recrawl/hot_revisits`` and ``aopic/recrawl/hot_changes``. Off by
     default: over five budgets on eight real change traces it shortened the
     mean delay on four and lengthened it beyond main's spread on one
-    (``benchmarks/bench_recrawl_burst_noise.py``, ``docs/recrawl.rst``).""")
+    (``benchmarks/bench_recrawl_budgets.py``, ``docs/recrawl.rst``).""")
 define("AOPIC_RECRAWL_BURST_WINDOW", 3 * 86400.0, "recrawl", """
     Seconds a page stays hot after a revisit found it changed (with
     ``AOPIC_RECRAWL_BURST``). Three days, chosen on the Debian, PEPs, Rust
