@@ -684,7 +684,8 @@ def test_redis_stopped_longer_than_download_timeout_stalls_writes_not_downloads(
             server.url, DOWNLOAD_TIMEOUT=3, RETRY_TIMES=0, AOPIC_REDIS_SOCKET_TIMEOUT=0.3,
             AOPIC_REDIS_RETRY_TIMEOUT=60,
         )
-        with LocalSite(pages=200, delay=0.3, slow_seconds=0.3) as site:
+        # 100 pages: 30 fetched before the stop, 70 after it (each after 0.3 s).
+        with LocalSite(pages=100, delay=0.3, slow_seconds=0.3) as site:
             workers, go = start_workers(tmp_path, "stopredis", settings, count=2, seeds=[site.base + "/p0"])
             go.touch()
             wait_for_fetches(site, 30, workers)
