@@ -479,8 +479,12 @@ class MemoryStore(FrontierStore):
             self._entries += len(heap)
         heapq.heapify(self._host_heap)
 
-    def _new_account(self, link: Link, cash: float) -> int:
-        """A pending row for ``link`` holding ``cash``; returns its seq."""
+    def _new_account(self, link: Link, cash: float, brought_in: float = 0.0) -> int:
+        """A pending row for ``link`` holding ``cash`` plus ``brought_in``,
+        new cash counted as injected (a visit's discovery cash); returns its seq."""
+        if brought_in:
+            self._totals.injected += brought_in
+            cash += brought_in
         seq = self._next_seq
         self._next_seq += 1
         table = self._table
@@ -604,11 +608,8 @@ class MemoryStore(FrontierStore):
                 self._credit_row(code, amount, link.depth)
             elif code <= -2:
                 self._credit_pending(-code - 2, amount, link.depth)
-            else:
-                if bonus:  # a URL first known through a link: discovery cash
-                    self._totals.injected += bonus
-                    amount += bonus
-                return self._new_account(link, amount)
+            else:  # a URL first known through a link: its discovery cash with it
+                return self._new_account(link, amount, bonus)
             return seq
         state = acc.state
         if state == ALIAS:
@@ -662,9 +663,7 @@ class MemoryStore(FrontierStore):
             if url != link.url:  # an alias whose target vanished: cannot happen
                 self._totals.lambda_cash += amount
                 return
-            if bonus:
-                self._totals.injected += bonus
-            self._new_account(link, amount + bonus)
+            self._new_account(link, amount, bonus)
             return
         state = acc.state
         if state in (REFUSED, FAILED):
