@@ -359,9 +359,24 @@ def test_a_sigkilled_worker_is_recovered_through_its_leases(tmp_path, redis_clus
                     w.kill()
                 raise AssertionError("no progress")
             time.sleep(0.01)
-        # the victim: a worker that is fetching (one that never got work
-        # holds no lease to recover)
-        victim = next(w for w in workers if "Crawled (" in w.log())
+        # The victim: a worker fetching right now, one whose log gained a
+        # "Crawled (" line since the last look. A worker that crawled once
+        # may hold no lease by the time it is killed (on a loaded machine
+        # its last fetch can be long settled), and then there is nothing
+        # to recover.
+        crawled = [w.log().count("Crawled (") for w in workers]
+        while True:
+            if time.monotonic() > deadline:
+                for w in workers:
+                    w.kill()
+                raise AssertionError("no worker fetching")
+            time.sleep(0.02)
+            now = [w.log().count("Crawled (") for w in workers]
+            fetching = [w for w, a, b in zip(workers, crawled, now) if b > a]
+            if fetching:
+                victim = fetching[0]
+                break
+            crawled = now
         victim.kill()
         try:
             reports = [w.finish() for w in workers if w is not victim]
