@@ -144,6 +144,28 @@ class RedisCluster:
                 return node
         raise LookupError(f"no replica of the node on port {master.port}")
 
+    def wait_replicated(self, master: ClusterNode, replica: ClusterNode, timeout: float = 20.0) -> None:
+        """Wait until ``replica`` holds every write ``master`` had made when
+        this was called (replication offsets; the link up). Replication is
+        asynchronous and a loaded machine can leave a replica seconds
+        behind: a master killed then takes those writes with it, more than
+        the loopback window a failover test means to cover."""
+        def offset(port: int, field: bytes) -> int:
+            for line in command(port, "INFO", "replication").split(b"\r\n"):
+                if line.startswith(field + b":"):
+                    return int(line.split(b":", 1)[1])
+            return -1
+
+        target = offset(master.port, b"master_repl_offset")
+        deadline = time.monotonic() + timeout
+        while True:
+            info = command(replica.port, "INFO", "replication")
+            if b"master_link_status:up" in info and offset(replica.port, b"slave_repl_offset") >= target:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the replica on port {replica.port} did not catch up in {timeout}s")
+            time.sleep(0.01)
+
     def node_of_slot(self, slot: int) -> int:
         """The port of the master serving ``slot``, as every running node
         sees it (raises while they disagree)."""
