@@ -57,7 +57,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .base import ALIAS, CRAWLED, FAILED, PENDING, REFUSED, AccountView, Credit, FrontierStore, Lease, Link, Totals
+from .base import ALIAS, CRAWLED, FAILED, LEASED, PENDING, REFUSED, AccountView, Credit, FrontierStore, Lease, Link, Totals
 from .memory import MemoryStore
 
 logger = logging.getLogger(__name__)
@@ -65,8 +65,11 @@ logger = logging.getLogger(__name__)
 _FILE = re.compile(r"^(snapshot|journal)\.(\d+)\.jsonl$")
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 #: Version of the files' layout (headers and trailer); files without it were
-#: written by scrapy-aopic 0.1 and are read without the checks.
-FORMAT = 2
+#: written by scrapy-aopic 0.1 and are read without the checks. 3: the
+#: snapshot holds the store exactly as it was held (raw cash and dividend
+#: marks, lambda's dividend, the pending-cash sum, open leases), so a resume
+#: goes on bit for bit; 2 (and 0.1) are read as before, dividends settled.
+FORMAT = 3
 #: Key of the crawl's identity in a snapshot header.
 IDENTITY = "aopic_jobdir"
 #: What the error messages offer as ways out.
@@ -309,7 +312,7 @@ def check_record(value: Any) -> list:
     url, state, cash, history, last_visit, visits, depth, seq, host, _request = value[:10]
     if not isinstance(url, str) or not url or not isinstance(host, str):
         raise ValueError("not an account record (URL or host)")
-    if type(state) is not int or state not in (PENDING, CRAWLED, FAILED, REFUSED, ALIAS):
+    if type(state) is not int or state not in (PENDING, LEASED, CRAWLED, FAILED, REFUSED, ALIAS):
         raise ValueError(f"{url}: state {state!r}")
     _amount(cash, f"{url}: cash")
     _amount(history, f"{url}: history")
@@ -487,6 +490,7 @@ class JournaledStore(FrontierStore):
         path = self.directory / f"snapshot.{generation}.jsonl"
         try:
             header, records = read_snapshot(path)
+            _check_format(path, header)
             store = MemoryStore.restore(header, records, priority_horizon=self.priority_horizon)
         except (DamagedFile, ValueError, KeyError, TypeError) as exc:
             raise JobdirError(f"aopic: snapshot {path} is damaged ({exc}). {WAY_OUT}") from None
@@ -637,10 +641,16 @@ class JournaledStore(FrontierStore):
         else:
             header = {"lambda_targets": lambda_targets, **read.header}
             crawl_id = (read.header.get(IDENTITY) or {}).get("crawl")
+        # Salvage reads what it can, not the exact store: every record as it
+        # stands (dividends settled), leased ones back as pending accounts
+        # with their lease's cash, taken again so that the journal replays.
+        header, records, taken = _settled(header, records)
         try:
             store = MemoryStore.restore(header, records, priority_horizon=self.priority_horizon)
         except (ValueError, KeyError, TypeError):
             return None
+        for url in taken:
+            store.take(url)
         if journal.exists():
             try:
                 self.replayed = self._replay(store, journal, crawl_id, generation)
@@ -682,15 +692,16 @@ class JournaledStore(FrontierStore):
         """Write a snapshot of the current state as a new generation and
         start its empty journal; remove older generations.
 
-        Leases still open (a roll in mid-crawl) are written as the pending
-        accounts they came from, and the new journal takes them again first,
-        so a replay holds the same leases."""
+        Leases still open (a roll in mid-crawl) are in the snapshot as they
+        are (format 2 wrote them as pending accounts and journaled their
+        takes again: the lease's cash merged with what the account held)."""
         if self._journal is not None:
             self._journal.close()
             self._journal = None
         old = self._generations()
         generation = self._generation + 1
-        header, records = self.memory.snapshot(leased_as_pending=True)
+        # Exact: the next process goes on with the very floats this one holds.
+        header, records = self.memory.snapshot(exact=True)
         header[IDENTITY] = {"format": FORMAT, "crawl": self.crawl_id, "generation": generation}
         path = self.directory / f"snapshot.{generation}.jsonl"
         write_snapshot(path, header, records)
@@ -703,8 +714,6 @@ class JournaledStore(FrontierStore):
         self._journal.write(_dumps({"journal": {"crawl": self.crawl_id, "generation": generation}}) + "\n")
         self._entries = 0
         self._journal_chars = 0
-        for url, _ in self.memory.open_leases():
-            self._log("take", url)
         for kind, generations in old.items():
             for g in generations:
                 if g < generation:
@@ -927,6 +936,45 @@ def _unique(read: Salvaged) -> list[list]:
         seqs.add(record[7])
         kept.append(record)
     return kept
+
+
+def _check_format(path: Path, header: dict) -> None:
+    """A snapshot this version can read: raises :class:`JobdirError` for a
+    newer format, :class:`ValueError` for a format-3 header without its
+    exact part."""
+    identity = header.get(IDENTITY)
+    version = identity.get("format") if isinstance(identity, dict) else None
+    if type(version) is int and version > FORMAT:
+        raise JobdirError(
+            f"aopic: snapshot {path} was written by a newer scrapy-aopic (format {version}; this version "
+            f"reads formats up to {FORMAT}): resume this JOBDIR with that version. {WAY_OUT}"
+        )
+    if type(version) is int and version >= 3 and not isinstance(header.get("exact"), dict):
+        raise ValueError("a format-3 header without its exact part")
+
+
+def _settled(header: dict, records: list[list]) -> tuple[dict, list[list], list[str]]:
+    """A snapshot read as format 2 (for salvage): without the exact part,
+    each leased account a pending one holding its lease's cash (when the
+    header still says it); also the URLs of those, in lease order."""
+    exact = header.get("exact") if isinstance(header.get("exact"), dict) else {}
+    lease_cash: dict[str, float] = {}
+    for lease in exact.get("leases") or ():
+        try:
+            lease_cash[lease[0]] = _amount(lease[2], "lease cash")
+        except (TypeError, IndexError, KeyError, ValueError):
+            continue
+    header = {key: value for key, value in header.items() if key != "exact"}
+    taken = []
+    settled = []
+    for record in records:
+        if record[1] == LEASED:
+            record = [record[0], PENDING, record[2] + lease_cash.get(record[0], 0.0), *record[3:12]]
+            taken.append(record[0])
+        settled.append(record[:12])
+    order = list(lease_cash)
+    taken.sort(key=lambda url: order.index(url) if url in lease_cash else len(order))
+    return header, settled, taken
 
 
 def _journal_crawl(journal: Path, generation: int) -> str | None:
