@@ -955,8 +955,9 @@ def _check_format(path: Path, header: dict) -> None:
 
 def _settled(header: dict, records: list[list]) -> tuple[dict, list[list], list[str]]:
     """A snapshot read as format 2 (for salvage): without the exact part,
-    each leased account a pending one holding its lease's cash (when the
-    header still says it); also the URLs of those, in lease order."""
+    each record's cash with the dividends it is owed (when the header still
+    says them), each leased account a pending one holding its lease's cash
+    (when the header still says it); also the URLs of those, in lease order."""
     exact = header.get("exact") if isinstance(header.get("exact"), dict) else {}
     lease_cash: dict[str, float] = {}
     for lease in exact.get("leases") or ():
@@ -964,16 +965,33 @@ def _settled(header: dict, records: list[list]) -> tuple[dict, list[list], list[
             lease_cash[lease[0]] = _amount(lease[2], "lease cash")
         except (TypeError, IndexError, KeyError, ValueError):
             continue
+    try:
+        dividend = _amount(exact["dividend"], "dividend")
+        marks = [_amount(mark, "mark") for mark in exact["marks"]]
+    except (TypeError, KeyError, ValueError):
+        dividend, marks = None, []
+    by_cash = header.get("lambda_targets") == "pending-cash"
+
+    def owed(record: list) -> float:
+        """The record's cash with its owed dividends (raw when they are lost)."""
+        index = record[12] if len(record) > 12 else None
+        if dividend is None or type(index) is not int or not 0 <= index < len(marks) or not marks[index]:
+            return record[2]
+        mark = marks[index]
+        return record[2] * dividend / mark if by_cash else record[2] + (dividend - mark)
+
     header = {key: value for key, value in header.items() if key != "exact"}
     taken = []
     settled = []
     for record in records:
+        record = [*record[:2], owed(record), *record[3:12]]
         if record[1] == LEASED:
-            record = [record[0], PENDING, record[2] + lease_cash.get(record[0], 0.0), *record[3:12]]
+            record[1] = PENDING
+            record[2] += lease_cash.get(record[0], 0.0)
             taken.append(record[0])
-        settled.append(record[:12])
-    order = list(lease_cash)
-    taken.sort(key=lambda url: order.index(url) if url in lease_cash else len(order))
+        settled.append(record)
+    order = {url: n for n, url in enumerate(lease_cash)}
+    taken.sort(key=lambda url: order.get(url, len(order)))
     return header, settled, taken
 
 

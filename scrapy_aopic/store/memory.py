@@ -945,14 +945,16 @@ class MemoryStore(FrontierStore):
         """``(header, records)``: the whole store as JSON-able data.
 
         A record's cash is the account's cash with the dividends it is owed
-        (what any reader needs). With ``exact`` (what a ``JOBDIR`` writes)
-        the snapshot also holds the store as it is held, so that
-        :meth:`restore` gives back every float bit for bit and a resumed
-        crawl goes on as this one would (``docs/troubleshooting.rst``): the
-        header's ``"exact"`` part has lambda's cumulative dividend (or
-        scale), the pending-cash sum's exact partials and error bound, the
-        cash in flight and the open leases (in the order they were opened);
-        each account lambda pays gets a 13th field ``[raw cash, mark]``;
+        (format 2). With ``exact`` (format 3, what a ``JOBDIR`` writes) the
+        snapshot holds the store as it is held, so that :meth:`restore`
+        gives back every float bit for bit and a resumed crawl goes on as
+        this one would (``docs/troubleshooting.rst``): the header's
+        ``"exact"`` part has lambda's cumulative dividend (or scale), the
+        pending-cash sum's exact partials and error bound, the cash in
+        flight, the open leases (in the order they were opened) and the
+        distinct dividend marks; an account lambda pays has its raw cash
+        (dividends owed not added) and, as a 13th field, the index of its
+        mark in that list (marks are few: one per lambda visit at most);
         leased accounts are written as such. Without ``exact`` open leases
         are refused (give them back first)."""
         if self._leases and not exact:
@@ -972,29 +974,41 @@ class MemoryStore(FrontierStore):
             "priority_horizon": self._horizon,
             "discovery_cash": self.discovery_cash,
         }
+        table = self._table
+        all_targets = self._all_targets
+        marks: dict[float, int] = {}
         if exact:
+            is_target = self._is_target
+            for acc in self._accounts.values():
+                if is_target(acc):
+                    marks.setdefault(acc.mark, len(marks))
+            p_mark = table.p_mark
+            for p in table.pending_rows():
+                marks.setdefault(p_mark[p], len(marks))
+            if all_targets:
+                for row in table.rows():
+                    marks.setdefault(table.mark[row], len(marks))
             header["exact"] = {
                 "dividend": self._dividend,
                 "norm": list(self._norm_partials),
                 "norm_error": self._norm_error,
                 "in_flight": t.in_flight,
                 "leases": [[url, lease_id, cash] for url, (lease_id, cash) in self._leases.items()],
+                "marks": list(marks),
             }
         horizon = self._horizon
 
         def saved(prio: float) -> float | None:  # -inf (no credit yet) is not JSON
             return prio if horizon and prio != -math.inf else None
 
-        table = self._table
-        all_targets = self._all_targets
-
         def records() -> Iterator[list]:
             for url, acc in self._accounts.items():
                 state = acc.state
+                raw = exact and self._is_target(acc)
                 record = [
                     url,
                     state,
-                    self._effective_cash(acc),
+                    acc.cash if raw else self._effective_cash(acc),
                     acc.history,
                     acc.last_visit,
                     acc.visits,
@@ -1005,15 +1019,15 @@ class MemoryStore(FrontierStore):
                     None if acc.links is None else [table.url(seq) for seq in acc.links],
                     saved(acc.prio) if state == PENDING or state == LEASED else None,
                 ]
-                if exact and self._is_target(acc):
-                    record.append([acc.cash, acc.mark])
+                if raw:
+                    record.append(marks[acc.mark])
                 yield record
             for p in table.pending_rows():
                 seq = table.p_seq[p]
                 record = [
                     table.url(seq),
                     PENDING,
-                    self._seq_cash(seq),
+                    table.p_cash[p] if exact else self._seq_cash(seq),
                     0.0,
                     None,
                     0,
@@ -1025,15 +1039,16 @@ class MemoryStore(FrontierStore):
                     saved(table.p_prio[p]) if horizon else None,
                 ]
                 if exact:
-                    record.append([table.p_cash[p], table.p_mark[p]])
+                    record.append(marks[table.p_mark[p]])
                 yield record
             for row in table.rows():
                 seq = table.seq[row]
                 links = table.links(row)
+                raw = exact and all_targets
                 record = [
                     table.url(seq),
                     CRAWLED,
-                    self._row_cash(row),
+                    table.cash[row] if raw else self._row_cash(row),
                     table.history[row],
                     table.get_last_visit(row),
                     table.visits[row],
@@ -1044,8 +1059,8 @@ class MemoryStore(FrontierStore):
                     None if links is None else [table.url(s) for s in links],
                     None,
                 ]
-                if exact and all_targets:
-                    record.append([table.cash[row], table.mark[row]])
+                if raw:
+                    record.append(marks[table.mark[row]])
                 yield record
 
         return header, records()
@@ -1062,11 +1077,11 @@ class MemoryStore(FrontierStore):
 
         An ``exact`` snapshot gives back the very floats it was written
         from, each checked first (finite, in range, and consistent with the
-        rest: a record's raw cash and mark with its cash, the pending-cash
-        sum with the accounts, the leases with the cash in flight, the
-        books balanced); any that is not raises :class:`ValueError`. One
-        without it (format 2) is read as it always was: dividends settled,
-        the pending-cash sum recounted."""
+        rest: marks between where the dividend started and where it is, the
+        pending-cash sum with the accounts, the leases with the cash in
+        flight and their accounts, the books balanced); any that is not
+        raises :class:`ValueError`. One without it (format 2) is read as it
+        always was: dividends settled, the pending-cash sum recounted."""
         store = cls(header["lambda_targets"])
         t = store._totals
         for name in ("injected", "lambda_cash", "lambda_history", "history_sum"):
@@ -1082,24 +1097,38 @@ class MemoryStore(FrontierStore):
         if exact is not None:
             store._dividend = _checked_dividend(store, exact)
             leases = _checked_leases(exact, store._next_lease)
+            marks = _checked_marks(store, exact)
         horizon = float(priority_horizon)
         if horizon:
             store.set_priority_horizon(horizon)
         # Saved priorities are comparable only under the horizon they were kept with.
         usable = bool(horizon) and header.get("priority_horizon") == horizon
         remembered: list[tuple[_Account, list]] = []
-        held = []  # every account's cash, dividends owed included (exact: the balance is checked)
+        held = []  # exact: every account's cash, dividends owed included (the balance is checked)
+        if exact is not None:
+            dividend, by_cash = store._dividend, store._by_cash
+            targets = _ALL_TARGET_STATES if store._all_targets else (PENDING,)
         for record in records:
             url, state, cash, history, last_visit, visits, depth, seq, host, request = record[:10]
             # Snapshots written before link memory have 10 fields, before priorities 11.
             links = record[10] if len(record) > 10 else None
             acc = _Account(float(cash), store._dividend, int(depth), int(seq), host, request, url)
             acc.state = int(state)
-            if acc.state == LEASED and (exact is None or url not in leases):
-                raise ValueError(f"snapshot holds a leased account without its lease: {url}")
-            if exact is not None and store._is_target(acc):
-                acc.cash, acc.mark = _checked_raw(store, record, acc.cash)
-            held.append(acc.cash if exact is None else store._effective_cash(acc))
+            if exact is not None:
+                cash = acc.cash
+                if not 0.0 <= cash < 1e30:
+                    raise ValueError(f"{url}: cash {cash!r} is not an amount of cash")
+                if acc.state in targets:  # raw cash, and its mark: what it is owed
+                    index = record[12] if len(record) > 12 else None
+                    if type(index) is not int or not 0 <= index < len(marks):
+                        raise ValueError(f"{url}: mark {index!r} is not one of the {len(marks)} marks")
+                    acc.mark = mark = marks[index]
+                    cash = cash * dividend / mark if by_cash else cash + (dividend - mark)
+                elif acc.state == LEASED and url not in leases:
+                    raise ValueError(f"snapshot holds a leased account without its lease: {url}")
+                held.append(cash)
+            elif acc.state == LEASED:
+                raise ValueError(f"snapshot holds a leased account: {url}")
             if horizon and acc.state in (PENDING, LEASED):
                 prio = record[11] if usable and len(record) > 11 else math.nan
                 if prio is None:
@@ -1539,24 +1568,17 @@ def _checked_leases(exact: dict, next_lease: int) -> dict[str, tuple[int, float]
     return out
 
 
-def _checked_raw(store: MemoryStore, record: list, effective: float) -> tuple[float, float]:
-    """``(raw cash, mark)`` of an account lambda pays: its 13th field, the
-    mark between where the dividend started and where it is now, and the
-    two giving back the record's cash (``effective``)."""
-    url = record[0]
-    raw = record[12] if len(record) > 12 else None
-    if not (isinstance(raw, list) and len(raw) == 2):
-        raise ValueError(f"{url}: no exact [raw cash, mark] ({raw!r})")
-    cash = _checked_amount(raw[0], f"{url}: raw cash")
-    mark, dividend = raw[1], store._dividend
+def _checked_marks(store: MemoryStore, exact: dict) -> list[float]:
+    """The distinct dividend marks: each between where the dividend started
+    (0, or the scale's 1) and where it is now (it only grows)."""
+    marks, dividend = exact.get("marks"), store._dividend
     low = 1.0 if store._by_cash else 0.0
-    if isinstance(mark, bool) or not isinstance(mark, (int, float)) or not low <= mark <= dividend:
-        raise ValueError(f"{url}: mark {mark!r} is not in [{low:g}, {dividend!r}] (lambda's dividend)")
-    mark = float(mark)
-    owed = cash * dividend / mark if store._by_cash else cash + (dividend - mark)
-    if abs(owed - effective) > 1e-12 * max(effective, 1e-300):
-        raise ValueError(f"{url}: raw cash {cash!r} at mark {mark!r} is {owed!r}, the record says {effective!r}")
-    return cash, mark
+    if not isinstance(marks, list):
+        raise ValueError(f"marks {marks!r} are not a list")
+    for mark in marks:
+        if isinstance(mark, bool) or not isinstance(mark, (int, float)) or not low <= mark <= dividend:
+            raise ValueError(f"mark {mark!r} is not in [{low:g}, {dividend!r}] (lambda's dividend)")
+    return [float(mark) for mark in marks]
 
 
 def _restore_norm(store: MemoryStore, exact: dict) -> None:

@@ -194,7 +194,7 @@ def _refused(tmp_path, path, header, records, needle):
 
 
 def _target(records):
-    return next(r for r in records if len(r) > 12 and r[12] is not None and r[12][0] > 0)
+    return next(r for r in records if len(r) > 12 and r[2] > 0)
 
 
 @pytest.mark.parametrize("damage, needle", [
@@ -206,9 +206,12 @@ def _target(records):
     (lambda h, r: h["exact"].update(in_flight=h["exact"]["in_flight"] + 1.0), "in flight"),
     (lambda h, r: h["exact"]["leases"].pop(), "without its lease"),
     (lambda h, r: h["exact"]["leases"][0].__setitem__(2, -1.0), "lease"),
-    (lambda h, r: _target(r)[12].__setitem__(0, _target(r)[12][0] * 2), "raw cash"),
-    (lambda h, r: _target(r)[12].__setitem__(1, 1e300), "mark"),
-    (lambda h, r: _target(r).__setitem__(12, "x"), "exact"),
+    (lambda h, r: _target(r).__setitem__(2, _target(r)[2] * 2), "unbalanced"),
+    (lambda h, r: h["exact"]["marks"].__setitem__(0, 1e300), "mark"),
+    (lambda h, r: h["exact"]["marks"].__setitem__(0, -1.0), "mark"),
+    (lambda h, r: _target(r).__setitem__(12, "x"), "mark"),
+    (lambda h, r: _target(r).__setitem__(12, 10**6), "mark"),
+    (lambda h, r: _target(r).__setitem__(2, -1.0), "cash"),
     (lambda h, r: h.update(lambda_cash=h["lambda_cash"] + 5.0), "unbalanced"),
 ])
 def test_a_format3_snapshot_with_a_value_out_of_place_is_refused(tmp_path, damage, needle):
