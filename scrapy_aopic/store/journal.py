@@ -8,6 +8,10 @@ Files in ``JOBDIR/aopic/``, per generation ``g``:
   SHA-256 of every byte before it. It is written to a temporary file,
   fsynced and renamed, and checked when read: a snapshot that is truncated
   (even at a line boundary), padded or edited is refused, never half-loaded.
+  It holds the store exactly as it is held (format 3: raw cash and dividend
+  marks, lambda's dividend, the pending-cash sum's partials, open leases;
+  :meth:`MemoryStore.snapshot`), each value checked when read, so that with
+  the journal replayed on it a resume goes on bit for bit.
 * ``journal.g.jsonl`` — every change since, one JSON line per store
   operation after a header line naming the crawl and ``g``, written through
   to the OS as it happens (a killed process loses nothing the OS has;
@@ -16,7 +20,7 @@ Files in ``JOBDIR/aopic/``, per generation ``g``:
 * ``lock`` — held (``flock``) by the one process using the ``JOBDIR``; the
   operating system releases it when that process dies.
 
-Opening replays the newest snapshot and its journal, gives every lease that
+Opening reads the newest snapshot, replays its journal, gives every lease that
 was open back to the frontier (those requests were in flight when the
 process died: they are fetched again, with their cash, and no cash is
 created), then starts the next generation. A clean close does the same, and
@@ -162,7 +166,11 @@ class JobdirLock:
 
 def write_snapshot(path: Path, header: dict, records: Iterable[list]) -> int:
     """Write a self-checking snapshot (temporary file, fsync, rename);
-    returns the number of records."""
+    returns the number of records. The header's ``"exact"`` part (format 3)
+    is a line of its own after it: a damaged header then loses lambda's
+    cash, not what the records' raw cash is owed (salvage settles it)."""
+    header = dict(header)
+    exact = header.pop("exact", None)
     tmp = path.with_suffix(".jsonl.tmp")
     digest = hashlib.sha256()
     count = 0
@@ -174,6 +182,8 @@ def write_snapshot(path: Path, header: dict, records: Iterable[list]) -> int:
             out.write(data)
 
         put(_dumps(header))
+        if exact is not None:
+            put(_dumps({"exact": exact}))
         for record in records:
             put(_dumps(record))
             count += 1
@@ -211,6 +221,8 @@ def read_snapshot(path: Path) -> tuple[dict, list[list]]:
                     damage = "line 1: not a snapshot header"
                     break
                 header = value
+            elif number == 2 and isinstance(value, dict) and "exact" in value:
+                header["exact"] = value["exact"]
             elif isinstance(value, dict) and "end" in value and header.get(IDENTITY):
                 trailer = value["end"]
                 continue
@@ -238,6 +250,8 @@ class Salvaged:
     """What :func:`salvage_snapshot` could read from a damaged snapshot."""
 
     def __init__(self) -> None:
+        #: the exact part of a format-3 snapshot (line 2), if it was read
+        self.exact: dict | None = None
         #: the header, or ``None`` when line 1 is unreadable or not a header
         self.header: dict | None = None
         #: records that passed :func:`check_record`, in file order
@@ -279,6 +293,9 @@ def salvage_snapshot(path: Path) -> Salvaged:
                     out.damage.append("line 1: the header's totals are not amounts or counts")
                 else:
                     out.damage.append(f"line 1: {error or 'not a snapshot header'}")
+                continue
+            if number == 2 and isinstance(value, dict) and isinstance(value.get("exact"), dict):
+                out.exact = value["exact"]
                 continue
             if isinstance(value, dict) and isinstance(value.get("end"), dict):
                 count = value["end"].get("records")
@@ -629,6 +646,7 @@ class JournaledStore(FrontierStore):
             header, records = read_snapshot(path)
             read = Salvaged()
             read.header, read.records = header, records
+            read.exact = header.pop("exact", None)
         except DamagedFile:
             read = salvage_snapshot(path)
         if read.header is None and not read.records:
@@ -644,7 +662,7 @@ class JournaledStore(FrontierStore):
         # Salvage reads what it can, not the exact store: every record as it
         # stands (dividends settled), leased ones back as pending accounts
         # with their lease's cash, taken again so that the journal replays.
-        header, records, taken = _settled(header, records)
+        header, records, taken = _settled(header, records, read.exact)
         try:
             store = MemoryStore.restore(header, records, priority_horizon=self.priority_horizon)
         except (ValueError, KeyError, TypeError):
@@ -953,12 +971,12 @@ def _check_format(path: Path, header: dict) -> None:
         raise ValueError("a format-3 header without its exact part")
 
 
-def _settled(header: dict, records: list[list]) -> tuple[dict, list[list], list[str]]:
-    """A snapshot read as format 2 (for salvage): without the exact part,
-    each record's cash with the dividends it is owed (when the header still
-    says them), each leased account a pending one holding its lease's cash
-    (when the header still says it); also the URLs of those, in lease order."""
-    exact = header.get("exact") if isinstance(header.get("exact"), dict) else {}
+def _settled(header: dict, records: list[list], exact: dict | None) -> tuple[dict, list[list], list[str]]:
+    """A snapshot read as format 2 (for salvage): each record's cash with the
+    dividends it is owed (when the exact part still says them), each leased
+    account a pending one holding its lease's cash (when the exact part
+    still says it); also the URLs of those, in lease order."""
+    exact = exact if isinstance(exact, dict) else {}
     lease_cash: dict[str, float] = {}
     for lease in exact.get("leases") or ():
         try:
@@ -970,7 +988,7 @@ def _settled(header: dict, records: list[list]) -> tuple[dict, list[list], list[
         marks = [_amount(mark, "mark") for mark in exact["marks"]]
     except (TypeError, KeyError, ValueError):
         dividend, marks = None, []
-    by_cash = header.get("lambda_targets") == "pending-cash"
+    by_cash = exact.get("lambda_targets", header.get("lambda_targets")) == "pending-cash"
 
     def owed(record: list) -> float:
         """The record's cash with its owed dividends (raw when they are lost)."""

@@ -989,6 +989,7 @@ class MemoryStore(FrontierStore):
                 for row in table.rows():
                     marks.setdefault(table.mark[row], len(marks))
             header["exact"] = {
+                "lambda_targets": self.lambda_targets,  # how to read the marks, should the header be lost
                 "dividend": self._dividend,
                 "norm": list(self._norm_partials),
                 "norm_error": self._norm_error,
