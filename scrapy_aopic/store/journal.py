@@ -993,10 +993,12 @@ def _settled(header: dict, records: list[list], exact: dict | None) -> tuple[dic
     def owed(record: list) -> float:
         """The record's cash with its owed dividends (raw when they are lost)."""
         index = record[12] if len(record) > 12 else None
-        if dividend is None or type(index) is not int or not 0 <= index < len(marks) or not marks[index]:
+        if dividend is None or type(index) is not int or not 0 <= index < len(marks):
             return record[2]
         mark = marks[index]
-        return record[2] * dividend / mark if by_cash else record[2] + (dividend - mark)
+        if by_cash:
+            return record[2] * dividend / mark if mark else record[2]
+        return record[2] + (dividend - mark)
 
     header = {key: value for key, value in header.items() if key != "exact"}
     taken = []
