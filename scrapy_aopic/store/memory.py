@@ -978,16 +978,16 @@ class MemoryStore(FrontierStore):
         all_targets = self._all_targets
         marks: dict[float, int] = {}
         if exact:
-            is_target = self._is_target
-            for acc in self._accounts.values():
-                if is_target(acc):
-                    marks.setdefault(acc.mark, len(marks))
-            p_mark = table.p_mark
-            for p in table.pending_rows():
-                marks.setdefault(p_mark[p], len(marks))
+            # The columns whole (C speed; a free row's mark is an old one,
+            # kept only when not above the dividend, which every live
+            # mark is: a rebase can leave free rows above it).
+            found = dict.fromkeys(table.p_mark)
             if all_targets:
-                for row in table.rows():
-                    marks.setdefault(table.mark[row], len(marks))
+                found.update(dict.fromkeys(table.mark))
+            is_target = self._is_target
+            found.update(dict.fromkeys(acc.mark for acc in self._accounts.values() if is_target(acc)))
+            dividend = self._dividend
+            marks = {mark: i for i, mark in enumerate(m for m in found if m <= dividend)}
             header["exact"] = {
                 "lambda_targets": self.lambda_targets,  # how to read the marks, should the header be lost
                 "dividend": self._dividend,
@@ -1023,24 +1023,28 @@ class MemoryStore(FrontierStore):
                 if raw:
                     record.append(marks[acc.mark])
                 yield record
+            # Most accounts: columns and methods read once.
+            p_seq, p_cash, p_mark, p_depth, p_host, p_prio = (
+                table.p_seq, table.p_cash, table.p_mark, table.p_depth, table.p_host, table.p_prio)
+            url_of, hosts, request_of, seq_cash = table.url, table.hosts, table.pending_request, self._seq_cash
             for p in table.pending_rows():
-                seq = table.p_seq[p]
+                seq = p_seq[p]
                 record = [
-                    table.url(seq),
+                    url_of(seq),
                     PENDING,
-                    table.p_cash[p] if exact else self._seq_cash(seq),
+                    p_cash[p] if exact else seq_cash(seq),
                     0.0,
                     None,
                     0,
-                    table.p_depth[p],
+                    p_depth[p],
                     seq,
-                    table.hosts[table.p_host[p]],
-                    table.pending_request(p),
+                    hosts[p_host[p]],
+                    request_of(p),
                     None,
-                    saved(table.p_prio[p]) if horizon else None,
+                    saved(p_prio[p]) if horizon else None,
                 ]
                 if exact:
-                    record.append(marks[table.p_mark[p]])
+                    record.append(marks[p_mark[p]])
                 yield record
             for row in table.rows():
                 seq = table.seq[row]
