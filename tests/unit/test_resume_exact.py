@@ -160,7 +160,31 @@ def test_a_priority_horizon_resumes_bit_for_bit(tmp_path):
         engine.store.close()
 
 
-def test_resumed_twice_and_the_snapshot_holds_the_live_floats(tmp_path):
+@pytest.mark.parametrize("targets", TARGETS)
+def test_killed_and_resumed_three_times(tmp_path, targets):
+    """Three kills (leases open each time, rolls in between): each resume
+    goes on from what the journal holds, as the reference goes on after
+    losing the same requests in flight."""
+    run, ref_run = Driver(9, 3), Driver(9, 3)
+    ref = engine_on(MemoryStore(targets), 0.05)
+    add_seeds(ref)
+    engine = engine_on(JournaledStore(tmp_path, targets, roll_entries=40), 0.05)
+    add_seeds(engine)
+    for _ in range(3):
+        run.run(engine, 80)
+        ref_run.run(ref, 80)
+        engine.store._lock.release()  # killed
+        run.lose_in_flight(engine)
+        ref_run.lose_in_flight(ref)
+        engine = engine_on(JournaledStore(tmp_path, targets, roll_entries=40), 0.05)
+        assert engine.store.requeued_on_open == 2
+    run.run(engine, 80)
+    ref_run.run(ref, 80)
+    assert_identical(engine, run, ref, ref_run)
+    engine.store.close()
+
+
+def test_a_snapshot_read_back_is_the_store_that_wrote_it(tmp_path):
     """A snapshot read back gives the very store that wrote it (raw cash,
     marks, dividend, the sum's partials), before any journal."""
     run = Driver(5, 3)
