@@ -31,7 +31,10 @@ a bound on what the accounts' own roundings (settling multiplies) made it
 drift by is kept too; when the bound passes 1e-13 of the sum, the sum is
 recounted (O(n), rare) before a payout, so the books stay balanced to
 1e-13 of each payout. ``scale`` is brought back to 1 (an O(n) pass) when it
-passes 1e12.
+passes 1e12. The sum is recounted then and at a rebase only, never when
+the heaps are compacted: that depends on stale heap entries, which a
+``JOBDIR`` snapshot does not keep, and a resumed store must recount when
+the stopped one would have (:meth:`MemoryStore.snapshot`, ``exact``).
 
 Priority order (``AOPIC_PRIORITY_HORIZON`` > 0). Cash accumulates: a URL
 found early keeps every credit it ever got, so the cash order favours old
