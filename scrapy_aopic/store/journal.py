@@ -8,6 +8,10 @@ Files in ``JOBDIR/aopic/``, per generation ``g``:
   SHA-256 of every byte before it. It is written to a temporary file,
   fsynced and renamed, and checked when read: a snapshot that is truncated
   (even at a line boundary), padded or edited is refused, never half-loaded.
+  It holds the store exactly as it is held (format 3: raw cash and dividend
+  marks, lambda's dividend, the pending-cash sum's partials, open leases;
+  :meth:`MemoryStore.snapshot`), each value checked when read, so that with
+  the journal replayed on it a resume goes on bit for bit.
 * ``journal.g.jsonl`` — every change since, one JSON line per store
   operation after a header line naming the crawl and ``g``, written through
   to the OS as it happens (a killed process loses nothing the OS has;
@@ -16,7 +20,7 @@ Files in ``JOBDIR/aopic/``, per generation ``g``:
 * ``lock`` — held (``flock``) by the one process using the ``JOBDIR``; the
   operating system releases it when that process dies.
 
-Opening replays the newest snapshot and its journal, gives every lease that
+Opening reads the newest snapshot, replays its journal, gives every lease that
 was open back to the frontier (those requests were in flight when the
 process died: they are fetched again, with their cash, and no cash is
 created), then starts the next generation. A clean close does the same, and
@@ -57,7 +61,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .base import ALIAS, CRAWLED, FAILED, PENDING, REFUSED, AccountView, Credit, FrontierStore, Lease, Link, Totals
+from .base import ALIAS, CRAWLED, FAILED, LEASED, PENDING, REFUSED, AccountView, Credit, FrontierStore, Lease, Link, Totals
 from .memory import MemoryStore
 
 logger = logging.getLogger(__name__)
@@ -65,8 +69,11 @@ logger = logging.getLogger(__name__)
 _FILE = re.compile(r"^(snapshot|journal)\.(\d+)\.jsonl$")
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 #: Version of the files' layout (headers and trailer); files without it were
-#: written by scrapy-aopic 0.1 and are read without the checks.
-FORMAT = 2
+#: written by scrapy-aopic 0.1 and are read without the checks. 3: the
+#: snapshot holds the store exactly as it was held (raw cash and dividend
+#: marks, lambda's dividend, the pending-cash sum, open leases), so a resume
+#: goes on bit for bit; 2 (and 0.1) are read as before, dividends settled.
+FORMAT = 3
 #: Key of the crawl's identity in a snapshot header.
 IDENTITY = "aopic_jobdir"
 #: What the error messages offer as ways out.
@@ -159,7 +166,11 @@ class JobdirLock:
 
 def write_snapshot(path: Path, header: dict, records: Iterable[list]) -> int:
     """Write a self-checking snapshot (temporary file, fsync, rename);
-    returns the number of records."""
+    returns the number of records. The header's ``"exact"`` part (format 3)
+    is a line of its own after it: a damaged header then loses lambda's
+    cash, not what the records' raw cash is owed (salvage settles it)."""
+    header = dict(header)
+    exact = header.pop("exact", None)
     tmp = path.with_suffix(".jsonl.tmp")
     digest = hashlib.sha256()
     count = 0
@@ -171,6 +182,8 @@ def write_snapshot(path: Path, header: dict, records: Iterable[list]) -> int:
             out.write(data)
 
         put(_dumps(header))
+        if exact is not None:
+            put(_dumps({"exact": exact}))
         for record in records:
             put(_dumps(record))
             count += 1
@@ -208,6 +221,8 @@ def read_snapshot(path: Path) -> tuple[dict, list[list]]:
                     damage = "line 1: not a snapshot header"
                     break
                 header = value
+            elif number == 2 and isinstance(value, dict) and "exact" in value:
+                header["exact"] = value["exact"]
             elif isinstance(value, dict) and "end" in value and header.get(IDENTITY):
                 trailer = value["end"]
                 continue
@@ -235,6 +250,8 @@ class Salvaged:
     """What :func:`salvage_snapshot` could read from a damaged snapshot."""
 
     def __init__(self) -> None:
+        #: the exact part of a format-3 snapshot (line 2), if it was read
+        self.exact: dict | None = None
         #: the header, or ``None`` when line 1 is unreadable or not a header
         self.header: dict | None = None
         #: records that passed :func:`check_record`, in file order
@@ -277,6 +294,9 @@ def salvage_snapshot(path: Path) -> Salvaged:
                 else:
                     out.damage.append(f"line 1: {error or 'not a snapshot header'}")
                 continue
+            if number == 2 and isinstance(value, dict) and isinstance(value.get("exact"), dict):
+                out.exact = value["exact"]
+                continue
             if isinstance(value, dict) and isinstance(value.get("end"), dict):
                 count = value["end"].get("records")
                 out.expected = count if type(count) is int and count >= 0 else None
@@ -309,7 +329,7 @@ def check_record(value: Any) -> list:
     url, state, cash, history, last_visit, visits, depth, seq, host, _request = value[:10]
     if not isinstance(url, str) or not url or not isinstance(host, str):
         raise ValueError("not an account record (URL or host)")
-    if type(state) is not int or state not in (PENDING, CRAWLED, FAILED, REFUSED, ALIAS):
+    if type(state) is not int or state not in (PENDING, LEASED, CRAWLED, FAILED, REFUSED, ALIAS):
         raise ValueError(f"{url}: state {state!r}")
     _amount(cash, f"{url}: cash")
     _amount(history, f"{url}: history")
@@ -487,6 +507,7 @@ class JournaledStore(FrontierStore):
         path = self.directory / f"snapshot.{generation}.jsonl"
         try:
             header, records = read_snapshot(path)
+            _check_format(path, header)
             store = MemoryStore.restore(header, records, priority_horizon=self.priority_horizon)
         except (DamagedFile, ValueError, KeyError, TypeError) as exc:
             raise JobdirError(f"aopic: snapshot {path} is damaged ({exc}). {WAY_OUT}") from None
@@ -625,6 +646,7 @@ class JournaledStore(FrontierStore):
             header, records = read_snapshot(path)
             read = Salvaged()
             read.header, read.records = header, records
+            read.exact = header.pop("exact", None)
         except DamagedFile:
             read = salvage_snapshot(path)
         if read.header is None and not read.records:
@@ -637,10 +659,16 @@ class JournaledStore(FrontierStore):
         else:
             header = {"lambda_targets": lambda_targets, **read.header}
             crawl_id = (read.header.get(IDENTITY) or {}).get("crawl")
+        # Salvage reads what it can, not the exact store: every record as it
+        # stands (dividends settled), leased ones back as pending accounts
+        # with their lease's cash, taken again so that the journal replays.
+        header, records, taken = _settled(header, records, read.exact)
         try:
             store = MemoryStore.restore(header, records, priority_horizon=self.priority_horizon)
         except (ValueError, KeyError, TypeError):
             return None
+        for url in taken:
+            store.take(url)
         if journal.exists():
             try:
                 self.replayed = self._replay(store, journal, crawl_id, generation)
@@ -682,15 +710,16 @@ class JournaledStore(FrontierStore):
         """Write a snapshot of the current state as a new generation and
         start its empty journal; remove older generations.
 
-        Leases still open (a roll in mid-crawl) are written as the pending
-        accounts they came from, and the new journal takes them again first,
-        so a replay holds the same leases."""
+        Leases still open (a roll in mid-crawl) are in the snapshot as they
+        are (format 2 wrote them as pending accounts and journaled their
+        takes again: the lease's cash merged with what the account held)."""
         if self._journal is not None:
             self._journal.close()
             self._journal = None
         old = self._generations()
         generation = self._generation + 1
-        header, records = self.memory.snapshot(leased_as_pending=True)
+        # Exact: the next process goes on with the very floats this one holds.
+        header, records = self.memory.snapshot(exact=True)
         header[IDENTITY] = {"format": FORMAT, "crawl": self.crawl_id, "generation": generation}
         path = self.directory / f"snapshot.{generation}.jsonl"
         write_snapshot(path, header, records)
@@ -703,8 +732,6 @@ class JournaledStore(FrontierStore):
         self._journal.write(_dumps({"journal": {"crawl": self.crawl_id, "generation": generation}}) + "\n")
         self._entries = 0
         self._journal_chars = 0
-        for url, _ in self.memory.open_leases():
-            self._log("take", url)
         for kind, generations in old.items():
             for g in generations:
                 if g < generation:
@@ -927,6 +954,65 @@ def _unique(read: Salvaged) -> list[list]:
         seqs.add(record[7])
         kept.append(record)
     return kept
+
+
+def _check_format(path: Path, header: dict) -> None:
+    """A snapshot this version can read: raises :class:`JobdirError` for a
+    newer format, :class:`ValueError` for a format-3 header without its
+    exact part."""
+    identity = header.get(IDENTITY)
+    version = identity.get("format") if isinstance(identity, dict) else None
+    if type(version) is int and version > FORMAT:
+        raise JobdirError(
+            f"aopic: snapshot {path} was written by a newer scrapy-aopic (format {version}; this version "
+            f"reads formats up to {FORMAT}): resume this JOBDIR with that version. {WAY_OUT}"
+        )
+    if type(version) is int and version >= 3 and not isinstance(header.get("exact"), dict):
+        raise ValueError("a format-3 header without its exact part")
+
+
+def _settled(header: dict, records: list[list], exact: dict | None) -> tuple[dict, list[list], list[str]]:
+    """A snapshot read as format 2 (for salvage): each record's cash with the
+    dividends it is owed (when the exact part still says them), each leased
+    account a pending one holding its lease's cash (when the exact part
+    still says it); also the URLs of those, in lease order."""
+    exact = exact if isinstance(exact, dict) else {}
+    lease_cash: dict[str, float] = {}
+    for lease in exact.get("leases") or ():
+        try:
+            lease_cash[lease[0]] = _amount(lease[2], "lease cash")
+        except (TypeError, IndexError, KeyError, ValueError):
+            continue
+    try:
+        dividend = _amount(exact["dividend"], "dividend")
+        marks = [_amount(mark, "mark") for mark in exact["marks"]]
+    except (TypeError, KeyError, ValueError):
+        dividend, marks = None, []
+    by_cash = exact.get("lambda_targets", header.get("lambda_targets")) == "pending-cash"
+
+    def owed(record: list) -> float:
+        """The record's cash with its owed dividends (raw when they are lost)."""
+        index = record[12] if len(record) > 12 else None
+        if dividend is None or type(index) is not int or not 0 <= index < len(marks):
+            return record[2]
+        mark = marks[index]
+        if by_cash:
+            return record[2] * dividend / mark if mark else record[2]
+        return record[2] + (dividend - mark)
+
+    header = {key: value for key, value in header.items() if key != "exact"}
+    taken = []
+    settled = []
+    for record in records:
+        record = [*record[:2], owed(record), *record[3:12]]
+        if record[1] == LEASED:
+            record[1] = PENDING
+            record[2] += lease_cash.get(record[0], 0.0)
+            taken.append(record[0])
+        settled.append(record)
+    order = {url: n for n, url in enumerate(lease_cash)}
+    taken.sort(key=lambda url: order.get(url, len(order)))
+    return header, settled, taken
 
 
 def _journal_crawl(journal: Path, generation: int) -> str | None:

@@ -31,7 +31,10 @@ a bound on what the accounts' own roundings (settling multiplies) made it
 drift by is kept too; when the bound passes 1e-13 of the sum, the sum is
 recounted (O(n), rare) before a payout, so the books stay balanced to
 1e-13 of each payout. ``scale`` is brought back to 1 (an O(n) pass) when it
-passes 1e12.
+passes 1e12. The sum is recounted then and at a rebase only, never when
+the heaps are compacted: that depends on stale heap entries, which a
+``JOBDIR`` snapshot does not keep, and a resumed store must recount when
+the stopped one would have (:meth:`MemoryStore.snapshot`, ``exact``).
 
 Priority order (``AOPIC_PRIORITY_HORIZON`` > 0). Cash accumulates: a URL
 found early keeps every credit it ever got, so the cash order favours old
@@ -465,8 +468,6 @@ class MemoryStore(FrontierStore):
         row_key = self._row_key
         for p in table.pending_rows():
             live.setdefault(table.hosts[table.p_host[p]], []).append(heap_entry(row_key(p), table.p_seq[p]))
-        if self._by_cash:  # recount: no drift in the sum a payout divides by
-            self._recount_norm()
         self._hosts = {}
         self._host_heap = []
         self._entries = 0
@@ -943,15 +944,24 @@ class MemoryStore(FrontierStore):
 
     # -- snapshots (JOBDIR) -------------------------------------------------
 
-    def snapshot(self, *, leased_as_pending: bool = False) -> tuple[dict, Iterator[list]]:
-        """``(header, records)``: the whole store as JSON-able data, dividends
-        settled. Open leases are not included: give them back first, or with
-        ``leased_as_pending`` write each leased account as the pending account
-        it was before it was taken (its lease's cash back in it), as if the
-        lease had been given back (a journal then takes it again)."""
-        if self._leases and not leased_as_pending:
+    def snapshot(self, *, exact: bool = False) -> tuple[dict, Iterator[list]]:
+        """``(header, records)``: the whole store as JSON-able data.
+
+        A record's cash is the account's cash with the dividends it is owed
+        (format 2). With ``exact`` (format 3, what a ``JOBDIR`` writes) the
+        snapshot holds the store as it is held, so that :meth:`restore`
+        gives back every float bit for bit and a resumed crawl goes on as
+        this one would (``docs/troubleshooting.rst``): the header's
+        ``"exact"`` part has lambda's cumulative dividend (or scale), the
+        pending-cash sum's exact partials and error bound, the cash in
+        flight, the open leases (in the order they were opened) and the
+        distinct dividend marks; an account lambda pays has its raw cash
+        (dividends owed not added) and, as a 13th field, the index of its
+        mark in that list (marks are few: one per lambda visit at most);
+        leased accounts are written as such. Without ``exact`` open leases
+        are refused (give them back first)."""
+        if self._leases and not exact:
             raise RuntimeError("snapshot with open leases: requeue them first")
-        leases = self._leases
         t = self._totals
         header = {
             "lambda_targets": self.lambda_targets,
@@ -967,24 +977,42 @@ class MemoryStore(FrontierStore):
             "priority_horizon": self._horizon,
             "discovery_cash": self.discovery_cash,
         }
+        table = self._table
+        all_targets = self._all_targets
+        marks: dict[float, int] = {}
+        if exact:
+            # The columns whole (C speed; a free row's mark is an old one,
+            # kept only when not above the dividend, which every live
+            # mark is: a rebase can leave free rows above it).
+            found = dict.fromkeys(table.p_mark)
+            if all_targets:
+                found.update(dict.fromkeys(table.mark))
+            is_target = self._is_target
+            found.update(dict.fromkeys(acc.mark for acc in self._accounts.values() if is_target(acc)))
+            dividend = self._dividend
+            marks = {mark: i for i, mark in enumerate(m for m in found if m <= dividend)}
+            header["exact"] = {
+                "lambda_targets": self.lambda_targets,  # how to read the marks, should the header be lost
+                "dividend": self._dividend,
+                "norm": list(self._norm_partials),
+                "norm_error": self._norm_error,
+                "in_flight": t.in_flight,
+                "leases": [[url, lease_id, cash] for url, (lease_id, cash) in self._leases.items()],
+                "marks": list(marks),
+            }
         horizon = self._horizon
 
         def saved(prio: float) -> float | None:  # -inf (no credit yet) is not JSON
             return prio if horizon and prio != -math.inf else None
 
-        table = self._table
-
         def records() -> Iterator[list]:
             for url, acc in self._accounts.items():
                 state = acc.state
-                cash = self._effective_cash(acc)
-                if state == LEASED:
-                    state = PENDING
-                    cash += leases[url][1]
-                yield [
+                raw = exact and self._is_target(acc)
+                record = [
                     url,
                     state,
-                    cash,
+                    acc.cash if raw else self._effective_cash(acc),
                     acc.history,
                     acc.last_visit,
                     acc.visits,
@@ -993,31 +1021,42 @@ class MemoryStore(FrontierStore):
                     acc.host,
                     acc.request,
                     None if acc.links is None else [table.url(seq) for seq in acc.links],
-                    saved(acc.prio) if state == PENDING else None,
+                    saved(acc.prio) if state == PENDING or state == LEASED else None,
                 ]
+                if raw:
+                    record.append(marks[acc.mark])
+                yield record
+            # Most accounts: columns and methods read once.
+            p_seq, p_cash, p_mark, p_depth, p_host, p_prio = (
+                table.p_seq, table.p_cash, table.p_mark, table.p_depth, table.p_host, table.p_prio)
+            url_of, hosts, request_of, seq_cash = table.url, table.hosts, table.pending_request, self._seq_cash
             for p in table.pending_rows():
-                seq = table.p_seq[p]
-                yield [
-                    table.url(seq),
+                seq = p_seq[p]
+                record = [
+                    url_of(seq),
                     PENDING,
-                    self._seq_cash(seq),
+                    p_cash[p] if exact else seq_cash(seq),
                     0.0,
                     None,
                     0,
-                    table.p_depth[p],
+                    p_depth[p],
                     seq,
-                    table.hosts[table.p_host[p]],
-                    table.pending_request(p),
+                    hosts[p_host[p]],
+                    request_of(p),
                     None,
-                    saved(table.p_prio[p]) if horizon else None,
+                    saved(p_prio[p]) if horizon else None,
                 ]
+                if exact:
+                    record.append(marks[p_mark[p]])
+                yield record
             for row in table.rows():
                 seq = table.seq[row]
                 links = table.links(row)
-                yield [
+                raw = exact and all_targets
+                record = [
                     table.url(seq),
                     CRAWLED,
-                    self._row_cash(row),
+                    table.cash[row] if raw else self._row_cash(row),
                     table.history[row],
                     table.get_last_visit(row),
                     table.visits[row],
@@ -1028,6 +1067,9 @@ class MemoryStore(FrontierStore):
                     None if links is None else [table.url(s) for s in links],
                     None,
                 ]
+                if raw:
+                    record.append(marks[table.mark[row]])
+                yield record
 
         return header, records()
 
@@ -1039,7 +1081,15 @@ class MemoryStore(FrontierStore):
         back as a finite number (or none: no credit yet); otherwise (an
         older snapshot, another horizon, a corrupt value) it is given
         ``log(cash) + priority_clock(visits, horizon)`` and counted in
-        :attr:`priority_fallbacks`."""
+        :attr:`priority_fallbacks`.
+
+        An ``exact`` snapshot gives back the very floats it was written
+        from, each checked first (finite, in range, and consistent with the
+        rest: marks between where the dividend started and where it is, the
+        pending-cash sum with the accounts, the leases with the cash in
+        flight and their accounts, the books balanced); any that is not
+        raises :class:`ValueError`. One without it (format 2) is read as it
+        always was: dividends settled, the pending-cash sum recounted."""
         store = cls(header["lambda_targets"])
         t = store._totals
         for name in ("injected", "lambda_cash", "lambda_history", "history_sum"):
@@ -1051,32 +1101,57 @@ class MemoryStore(FrontierStore):
         store._next_lease = int(header["next_lease"])
         # A journal replayed on top continues with the amount its visits had.
         store.set_discovery_cash(float(header.get("discovery_cash", 0.0)))
+        exact = header.get("exact")
+        if exact is not None:
+            store._dividend = _checked_dividend(store, exact)
+            leases = _checked_leases(exact, store._next_lease)
+            marks = _checked_marks(store, exact)
         horizon = float(priority_horizon)
         if horizon:
             store.set_priority_horizon(horizon)
         # Saved priorities are comparable only under the horizon they were kept with.
         usable = bool(horizon) and header.get("priority_horizon") == horizon
         remembered: list[tuple[_Account, list]] = []
+        held = []  # exact: every account's cash, dividends owed included (the balance is checked)
+        if exact is not None:
+            dividend, by_cash = store._dividend, store._by_cash
+            targets = _ALL_TARGET_STATES if store._all_targets else (PENDING,)
         for record in records:
             url, state, cash, history, last_visit, visits, depth, seq, host, request = record[:10]
             # Snapshots written before link memory have 10 fields, before priorities 11.
             links = record[10] if len(record) > 10 else None
             acc = _Account(float(cash), store._dividend, int(depth), int(seq), host, request, url)
-            if horizon and int(state) == PENDING:
+            acc.state = int(state)
+            if exact is not None:
+                cash = acc.cash
+                if not 0.0 <= cash < 1e30:
+                    raise ValueError(f"{url}: cash {cash!r} is not an amount of cash")
+                if acc.state in targets:  # raw cash, and its mark: what it is owed
+                    index = record[12] if len(record) > 12 else None
+                    if type(index) is not int or not 0 <= index < len(marks):
+                        raise ValueError(f"{url}: mark {index!r} is not one of the {len(marks)} marks")
+                    acc.mark = mark = marks[index]
+                    cash = cash * dividend / mark if by_cash else cash + (dividend - mark)
+                elif acc.state == LEASED and url not in leases:
+                    raise ValueError(f"snapshot holds a leased account without its lease: {url}")
+                held.append(cash)
+            elif acc.state == LEASED:
+                raise ValueError(f"snapshot holds a leased account: {url}")
+            if horizon and acc.state in (PENDING, LEASED):
                 prio = record[11] if usable and len(record) > 11 else math.nan
                 if prio is None:
                     acc.prio = -math.inf  # no credit yet
                 elif type(prio) in (float, int) and math.isfinite(prio):
                     acc.prio = float(prio)
                 else:  # missing, another horizon's, or corrupt (NaN, inf, not a number): never used
-                    acc.prio = store._fresh_priority(acc.cash)
+                    fallback = acc.cash if acc.state == PENDING else leases[url][1]
+                    acc.prio = store._fresh_priority(fallback)
                     store.priority_fallbacks += 1
             if links is not None and store._keep_links:
                 remembered.append((acc, links))
             acc.history = float(history)
             acc.last_visit = last_visit
             acc.visits = int(visits)
-            acc.state = int(state)
             store._accounts[url] = acc
             t.known += 1
             if acc.state == PENDING:
@@ -1084,8 +1159,24 @@ class MemoryStore(FrontierStore):
             elif acc.state == CRAWLED:
                 store._crawled += 1
             elif acc.state == LEASED:
-                raise ValueError(f"snapshot holds a leased account: {url}")
+                t.leased += 1
         accounts = store._accounts
+        if exact is not None:
+            for url, (lease_id, cash) in leases.items():
+                acc = accounts.get(url)
+                if acc is None or acc.state != LEASED:
+                    raise ValueError(f"lease on {url} without a leased account")
+                store._leases[url] = (lease_id, cash)
+            if t.leased != len(leases):
+                raise ValueError(f"{t.leased} leased accounts for {len(leases)} leases")
+            t.in_flight = _checked_amount(exact["in_flight"], "cash in flight")
+            in_flight = math.fsum(cash for _, cash in leases.values())
+            if abs(t.in_flight - in_flight) > 1e-9 * max(in_flight, 1.0):
+                raise ValueError(f"cash in flight {t.in_flight!r} where the leases hold {in_flight!r}")
+            books = math.fsum(held) + t.lambda_cash + t.in_flight
+            if abs(books - t.injected) > 1e-9 * max(t.injected, 1.0):
+                raise ValueError(f"unbalanced books: the accounts, lambda and in flight hold {books!r} "
+                                 f"where {t.injected!r} was injected")
         table = store._table
         for acc in sorted(accounts.values(), key=lambda a: a.seq):
             if acc.seq < len(table.row_of):
@@ -1100,6 +1191,10 @@ class MemoryStore(FrontierStore):
                 store._shrink(acc)  # never fetched: a row, as it was
         store._compact()
         store._rebuild_rich()
+        if exact is not None:
+            _restore_norm(store, exact)
+        elif store._by_cash:
+            store._recount_norm()
         return store
 
     # -- cash in ------------------------------------------------------------
@@ -1272,7 +1367,8 @@ class MemoryStore(FrontierStore):
             table.p_cash[p] = table.p_cash[p] * self._dividend / table.p_mark[p]
             table.p_mark[p] = 1.0
         self._dividend = 1.0
-        self._compact()  # new keys, and the sum recounted
+        self._compact()  # new keys
+        self._recount_norm()  # new cash: the sum recounted
 
     # -- settling -------------------------------------------------------------
 
@@ -1439,3 +1535,77 @@ class MemoryStore(FrontierStore):
             self._set_state(acc, REFUSED)
             self._totals.lambda_cash += acc.cash
             acc.cash = 0.0
+
+
+# -- checks of an exact snapshot (MemoryStore.restore) ---------------------------------------------
+
+
+def _checked_amount(value, what: str) -> float:
+    """A finite float not below zero (JSON already refuses NaN and Infinity)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e30:
+        raise ValueError(f"{what} {value!r} is not an amount of cash")
+    return float(value)
+
+
+def _checked_dividend(store: MemoryStore, exact: dict) -> float:
+    """Lambda's cumulative dividend: from 0 up (additive), or the scale, from
+    1 to where it is brought back to 1 (``"pending-cash"``)."""
+    dividend = exact.get("dividend")
+    low, high = (1.0, _MAX_SCALE) if store._by_cash else (0.0, 1e30)
+    if isinstance(dividend, bool) or not isinstance(dividend, (int, float)) or not low <= dividend <= high:
+        raise ValueError(f"lambda's dividend {dividend!r} is not in [{low:g}, {high:g}]")
+    return float(dividend)
+
+
+def _checked_leases(exact: dict, next_lease: int) -> dict[str, tuple[int, float]]:
+    """The open leases, in the order they were opened: distinct URLs and ids
+    up to the last id handed out, each with an amount of cash."""
+    leases = exact.get("leases")
+    if not isinstance(leases, list):
+        raise ValueError(f"leases {leases!r} are not a list")
+    out: dict[str, tuple[int, float]] = {}
+    ids = set()
+    for lease in leases:
+        if not (isinstance(lease, list) and len(lease) == 3 and isinstance(lease[0], str)
+                and type(lease[1]) is int and 0 < lease[1] <= next_lease):
+            raise ValueError(f"lease {lease!r} is not [url, id up to {next_lease}, cash]")
+        if lease[0] in out or lease[1] in ids:
+            raise ValueError(f"lease {lease!r} repeats a URL or an id")
+        out[lease[0]] = (lease[1], _checked_amount(lease[2], f"lease on {lease[0]}: cash"))
+        ids.add(lease[1])
+    return out
+
+
+def _checked_marks(store: MemoryStore, exact: dict) -> list[float]:
+    """The distinct dividend marks: each between where the dividend started
+    (0, or the scale's 1) and where it is now (it only grows)."""
+    marks, dividend = exact.get("marks"), store._dividend
+    low = 1.0 if store._by_cash else 0.0
+    if not isinstance(marks, list):
+        raise ValueError(f"marks {marks!r} are not a list")
+    for mark in marks:
+        if isinstance(mark, bool) or not isinstance(mark, (int, float)) or not low <= mark <= dividend:
+            raise ValueError(f"mark {mark!r} is not in [{low:g}, {dividend!r}] (lambda's dividend)")
+    return [float(mark) for mark in marks]
+
+
+def _restore_norm(store: MemoryStore, exact: dict) -> None:
+    """The pending-cash sum as it was kept (its exact partials and its error
+    bound), after checking it against the accounts: within the bound (or
+    1e-9 of it), which a recount before a payout also allows."""
+    partials, error = exact.get("norm"), exact.get("norm_error")
+    if not (isinstance(partials, list) and all(
+            type(x) in (int, float) and not isinstance(x, bool) and abs(x) < 1e30 for x in partials)):
+        raise ValueError(f"the pending-cash sum's partials {partials!r} are not finite numbers")
+    if isinstance(error, bool) or not isinstance(error, (int, float)) or not 0 <= error < 1e30:
+        raise ValueError(f"the pending-cash sum's error bound {error!r} is not a finite number >= 0")
+    if not store._by_cash:
+        if partials or error:
+            raise ValueError(f"a pending-cash sum ({partials!r}) under lambda targets {store.lambda_targets!r}")
+        return
+    held = math.fsum(value for _, value in store._pending_norms())
+    kept = math.fsum(partials)
+    if abs(kept - held) > max(error, 1e-9 * held) + 1e-300:
+        raise ValueError(f"the pending-cash sum {kept!r} is not the accounts' {held!r} (error bound {error!r})")
+    store._norm_partials = [float(x) for x in partials]
+    store._norm_error = float(error)

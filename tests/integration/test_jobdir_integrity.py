@@ -597,7 +597,8 @@ def test_salvage_skips_a_bad_record_counts_and_names_it_and_keeps_the_rest(tmp_p
     # entry about an account that is not there): one gets cash below zero,
     # the other's line is unreadable; the header is gone too.
     journal = files(tmp_path, "journal.*.jsonl")[0].read_text()
-    untouched = [i for i, line in enumerate(lines[1:-1], 1) if f'"{json.loads(line)[0]}"' not in journal]
+    untouched = [i for i, line in enumerate(lines[1:-1], 1)  # records: line 2 is the exact part (format 3)
+                 if isinstance(json.loads(line), list) and f'"{json.loads(line)[0]}"' not in journal]
     crawled, pending = untouched[:2]
     record = json.loads(lines[crawled])
     record[2] = -5.0

@@ -66,8 +66,11 @@ GOLDEN_ORDER = {
     ("pending", True): "0ec228b12ea6c286",
     ("all", False): "7f58f5f595ac9c61",
     ("all", True): "882833958dd55198",
-    ("pending-cash", False): "f63776fd9f3b3185",
-    ("pending-cash", True): "9cbd41c029e4d9e3",
+    # Re-recorded when compaction stopped recounting the pending-cash sum
+    # (a resume must not depend on when stale heap entries pile up): the
+    # same URLs in the same order, lease cash within 2e-15 of what it was.
+    ("pending-cash", False): "bd8fa765b973f5e0",
+    ("pending-cash", True): "55fa7c16d978113d",
 }
 
 

@@ -113,8 +113,10 @@ GOLDEN = {
     ("pending", True): ("652ffd21e2f3820d", "f6525aa8d575b0a8"),
     ("all", False): ("13ef96432a7983b5", "3d38f9bcbca395b2"),
     ("all", True): ("c95c3599f8077084", "daa703d6ef40fc1d"),
-    ("pending-cash", False): ("44c4f550150789f1", "2a9f8f8dc93ea085"),
-    ("pending-cash", True): ("93c216f959228870", "162bcf8d326c1fd7"),
+    # Re-recorded when compaction stopped recounting the pending-cash sum
+    # (see test_compact.GOLDEN_ORDER): the same URLs in the same order.
+    ("pending-cash", False): ("4c0f920e44df1392", "a089e84dde27609d"),
+    ("pending-cash", True): ("fab3340d09c3d209", "a3a5544a23505759"),
 }
 
 
