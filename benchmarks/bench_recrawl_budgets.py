@@ -117,6 +117,9 @@ def main(argv=None) -> int:
                              "the first is the reference")  # fmt: skip
     parser.add_argument("--checkout", action="append", default=[], metavar="NAME=PATH",
                         help="run side NAME with the code of the checkout at PATH")
+    parser.add_argument("--fixture", type=Path, default=FIXTURE,
+                        help="the traces file (passed to every run; recrawl_traces_extra.json.gz: "
+                             "the traces judged apart)")  # fmt: skip
     parser.add_argument("--jobs", type=int, default=2, help="processes at a time (0: only aggregate)")
     parser.add_argument("--out", type=Path, default=OUT, help="the table is also written here")
     args = parser.parse_args(argv)
@@ -124,6 +127,8 @@ def main(argv=None) -> int:
     for item in args.side or ["main"]:
         name, _, extra = item.partition("=")
         sides[name] = shlex.split(extra)
+        if args.fixture != FIXTURE:
+            sides[name] += ["--fixture", str(args.fixture.resolve())]
     benches = {name: BENCH for name in sides}
     scratch = []
     for item in args.checkout:
@@ -144,7 +149,7 @@ def main(argv=None) -> int:
         print(text, flush=True)
         lines.append(text)
 
-    with gzip.open(FIXTURE, "rt", encoding="utf-8") as f:
+    with gzip.open(args.fixture, "rt", encoding="utf-8") as f:
         names = list(json.load(f))
     traces = args.trace or sorted(names, key=lambda name: name == "debian")
     budgets = args.budget or list(BUDGETS)

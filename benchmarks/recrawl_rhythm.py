@@ -34,7 +34,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from recrawl_traces import FIXTURE, YEAR, load  # noqa: E402
+from recrawl_traces import EXTRA, FIXTURE, YEAR, load  # noqa: E402
 
 from scrapy_aopic.recrawl.profile import hour_of_week, profile_key  # noqa: E402
 
@@ -127,14 +127,14 @@ def main(argv=None) -> int:
         print(text)
         lines.append(text)
 
-    say(f"rhythm of the true change times (UTC) of each trace in {FIXTURE.name}; "
+    say(f"rhythm of the true change times (UTC) of each trace in {FIXTURE.name} (and {EXTRA.name}: docs-cn); "
         "flat: busiest 8 h 0.333, weekend 0.286")  # fmt: skip
     say("held-out trace of the issue: busiest 8 h 0.58, weekend 0.11 (705 pages, 3 years)")
     say(f"{'trace':<16}{'changes':>8}{'busy 8h':>8}{'weekend':>8}   "
         + "".join(f"{f'{k} bins: X2 (p), phi2, n half, w at n180':>44}" for k in (24, 7, 168))
         + f"{'busiest section, n180':>36}")  # fmt: skip
     rows = []
-    for trace in load():
+    for trace in load() + (load(EXTRA) if EXTRA.exists() else []):
         r = rhythm(trace)
         rows.append((trace.name, r))
         cells = "".join(
