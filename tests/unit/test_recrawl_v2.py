@@ -177,3 +177,65 @@ def test_budget_probes_end_where_the_plain_bisection_does():
             probed.solve(rates, weights, budget, hosts, 1 / 600)
             assert probed.mu == plain.mu
 
+
+
+def _poisson(rng: random.Random, mean: float) -> int:
+    """A Poisson draw (Knuth's method: the means here are small)."""
+    limit, k, p = math.exp(-mean), 0, rng.random()
+    while p > limit:
+        k += 1
+        p *= rng.random()
+    return k
+
+
+def _learnt(events_per_week: float, busy: float = 1.0, weekend: float = 1.0, weeks: int = 8, seed: int = 1):
+    """A profile fed hourly visits of a process with about
+    ``events_per_week``, ``busy`` times as frequent in the hours 09-17 UTC
+    as in the others and ``weekend`` times as frequent on Saturday and
+    Sunday (UTC) as on the other days."""
+    from scrapy_aopic.recrawl.profile import RateProfile
+
+    profile = RateProfile()
+    rng = random.Random(seed)
+    base = events_per_week / ((8 * busy + 16) * (5 + 2 * weekend))
+    t = MONDAY
+    for _ in range(weeks * 168):
+        b = hour_of_week(t)
+        rate = base * (busy if 9 <= b % 24 < 17 else 1.0) * (weekend if b >= 120 else 1.0)
+        profile.observe(t, t + HOUR, _poisson(rng, rate), at=t + HOUR / 2)
+        t += HOUR
+    return profile
+
+
+def test_a_flat_process_seen_through_a_few_events_is_placed_on_flat():
+    # ~40 changes a week (over 100 forgotten events: enough for
+    # key_min_events): 168 bins of that are their own noise, and placing
+    # revisits on it only makes them irregular.
+    profile = _learnt(40)
+    assert profile.events > 100
+    rates = profile.shape().rates
+    assert max(rates) < 1.2 and min(rates) > 0.85
+    raw = profile.weekly().shape().rates  # what main placed revisits on
+    assert max(raw) > 1.5
+
+
+def test_an_hour_of_day_rhythm_is_believed_from_the_days_pooled():
+    # The same few events a week, six times as frequent in working hours:
+    # thin in 168 bins, plain in 24.
+    profile = _learnt(40, busy=6.0)
+    shape = profile.shape()
+    day = [shape.rate_at(MONDAY + 2 * DAY + h * HOUR) for h in range(24)]
+    busy, quiet = sum(day[9:17]) / 8, (sum(day[:9]) + sum(day[17:])) / 16
+    assert busy > 3.5 * quiet
+    # No weekday rhythm in the process: the weekday factor stays near flat.
+    weekdays = [sum(shape.rates[d * 24:(d + 1) * 24]) / 24 for d in range(7)]
+    assert max(weekdays) < 1.25 and min(weekdays) > 0.8
+
+
+def test_quiet_weekends_are_believed_and_the_hours_left_flat():
+    profile = _learnt(60, weekend=0.15)
+    shape = profile.shape()
+    weekdays = [sum(shape.rates[d * 24:(d + 1) * 24]) / 24 for d in range(7)]
+    assert max(weekdays[5:]) < 0.5 * min(weekdays[:5])
+    monday = shape.rates[:24]
+    assert max(monday) < 1.2 * min(monday)  # the hours are one level
