@@ -348,7 +348,6 @@ class RateProfile:
         "_diff",
         "_all_bins",
         "_pending",
-        "_days",
     )
 
     def __init__(
@@ -382,7 +381,6 @@ class RateProfile:
         self._diff = [0.0] * (BINS + 1)
         self._all_bins = 0.0
         self._pending = False
-        self._days: list[int] | None = None  # each bin's weekday, the boundary _fit chose
 
     # -- learning -----------------------------------------------------------
 
@@ -537,61 +535,10 @@ class RateProfile:
         shape = self._shape
         if shape is not None and self.observations - self._fitted_at <= max(8, self._fitted_at // 50):
             return shape  # weekly()'s test, without the call (asked twice per visit)
-        self.weekly()
+        weekly = self.weekly()
         if self._shape is None:
-            self._shape = self._rhythm()
+            self._shape = weekly.shape()
         return self._shape
-
-    def _rhythm(self) -> WeeklyRates:
-        """The shape revisits are placed on: an hour-of-day factor times a
-        weekday factor (24 + 7 levels, not 168 bins), each believed only as
-        far as its counts show, by the positive-part James-Stein factor
-        ``w = max(0, 1 - df / X2)`` with ``X2`` Pearson's statistic of its
-        levels' forgotten counts against the flat rate times their exposure
-        and ``df`` its degrees of freedom (23, 6): a level ``x`` becomes
-        ``1 + w (x - 1)``.
-
-        168 bins of a section's few changes a week are mostly noise, and a
-        test over them cannot tell a real daily rhythm from it: pooling the
-        week's days into 24 hours (and the hours into 7 days) puts 7 (24)
-        times the counts into each level, so a rhythm of people's working
-        hours stands out of the noise from a few hundred events. No
-        threshold to tune: the noise is what Poisson counts of that size
-        have. Conservative where it errs: forgotten counts, and counts
-        spread over the hours of a long interval, scatter less than raw
-        ones, so the noise is overstated and a factor shrunk a little more
-        than the exact one would be."""
-        counts, exposure, days = self.counts, self.exposure, self._days
-        total_exposure = math.fsum(exposure)
-        total = math.fsum(counts)
-        if total_exposure <= 0 or total <= 0 or days is None:
-            return WeeklyRates.flat(1.0)
-        scale = 1.0 / self._now_weight()  # stored sums -> effective events, seconds
-        flat = total / total_exposure
-        hour_counts, hour_exposure = [0.0] * 24, [0.0] * 24
-        day_counts, day_exposure = [0.0] * 7, [0.0] * 7
-        for h, d, c, e in zip(_HOUR_OF_BIN, days, counts, exposure):
-            hour_counts[h] += c
-            hour_exposure[h] += e
-            day_counts[d] += c
-            day_exposure[d] += e
-
-        def believed(level_counts: list[float], level_exposure: list[float]) -> list[float]:
-            chi2 = 0.0
-            for c, e in zip(level_counts, level_exposure):
-                expected = flat * e * scale
-                if expected > 0:
-                    chi2 += (c * scale - expected) ** 2 / expected
-            df = len(level_counts) - 1
-            w = 1.0 - df / chi2 if chi2 > df else 0.0
-            return [
-                1.0 + w * (c / (flat * e) - 1.0) if e > 0 else 1.0
-                for c, e in zip(level_counts, level_exposure)
-            ]  # fmt: skip
-
-        hour = believed(hour_counts, hour_exposure)
-        day = believed(day_counts, day_exposure)
-        return WeeklyRates([hour[h] * day[d] for h, d in zip(_HOUR_OF_BIN, days)]).shape()
 
     def _fit(self) -> list[float]:
         self._flush()
@@ -653,7 +600,6 @@ class RateProfile:
             if best is None or likelihood > best[0]:
                 best = (likelihood, day_rate, days)
         _, day_rate, days = best
-        self._days = days
         return [hour_rate[h] * day_rate[d] / flat for h, d in zip(_HOUR_OF_BIN, days)]
 
     def _day_rate(self, days: list[int], flat: float, beta: float) -> list[float]:
