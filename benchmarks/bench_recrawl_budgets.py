@@ -23,10 +23,11 @@ becomes the default only if its mean delay is lower than the first side's
 on at least 6 of 8 traces (by 0.005 h or more: a side that decides as the
 first up to float rounding ties), higher by more than one sd of the first
 side's spread on none, and its freshness minus the oracle's lower than the
-first side's by more than one sd of the first side's spread on none. A second rule (fixed before the rank-1 profile's
-run) is printed beside it: no trace longer in delay or staler beyond two
-standard errors of the difference (``sqrt((sd1^2 + sd2^2) / n)``), and the
-pip or the Sphinx sources fresher beyond two.
+first side's by more than one sd of the first side's spread on none. A
+second rule (fixed before the rank-1 profile's run) is printed beside it:
+no trace longer in delay or staler beyond two standard errors of the
+difference (``sqrt((sd1^2 + sd2^2) / n)``), and the pip or the Sphinx
+sources fresher beyond two.
 "fetches" is the largest gap in fetches between the two at one budget: the
 mean delays compare equal costs only when it is small; the per-side table
 (delay / best fixed, freshness minus the oracle's) is at equal cost run by

@@ -162,13 +162,8 @@ def _cut(name: str, pages: dict[str, tuple[str, list[float]]], years: float, min
 _TRAILER = re.compile(rb"^ -- (.*?)<([^>]*)>\s+(.+?)\s*$")
 
 
-def debian_trace(
-    doc_root: str = "/usr/share/doc", years: float = 3.0, min_changes: int = 1,
-    name: str = "debian", offsets: tuple[str, ...] | None = None,
-) -> Trace:
-    """The ``debian`` trace from the changelogs under ``doc_root``; with
-    ``offsets`` (``("+0100", "+0200")``), only the uploads whose date
-    carries one of those UTC offsets: uploads made in one time zone."""
+def debian_trace(doc_root: str = "/usr/share/doc", years: float = 3.0, min_changes: int = 1) -> Trace:
+    """The ``debian`` trace from the changelogs under ``doc_root``."""
     pages: dict[str, tuple[str, list[float]]] = {}
     for path in sorted(glob.glob(os.path.join(doc_root, "*", "changelog.Debian.gz"))):
         if os.path.islink(os.path.dirname(path)):
@@ -181,11 +176,8 @@ def debian_trace(
                     m = _TRAILER.match(line)
                     if not m:
                         continue
-                    date = m.group(3).decode("latin-1")
-                    if offsets is not None and date.rsplit(None, 1)[-1] not in offsets:
-                        continue
                     try:
-                        times.append(parsedate_to_datetime(date).timestamp())
+                        times.append(parsedate_to_datetime(m.group(3).decode("latin-1")).timestamp())
                     except (TypeError, ValueError, IndexError):
                         continue
                     if domain is None:  # newest entry first: the current team
@@ -195,7 +187,7 @@ def debian_trace(
         if times:
             url = f"http://debian.example/{domain}/{package}"
             pages[url] = ("debian.example", sorted(set(times)))
-    return _cut(name, pages, years, min_changes)
+    return _cut("debian", pages, years, min_changes)
 
 
 def git_trace(
