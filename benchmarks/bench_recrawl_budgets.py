@@ -23,7 +23,11 @@ becomes the default only if its mean delay is lower than the first side's
 on at least 6 of 8 traces (by 0.005 h or more: a side that decides as the
 first up to float rounding ties), higher by more than one sd of the first
 side's spread on none, and its freshness minus the oracle's lower than the
-first side's by more than one sd of the first side's spread on none.
+first side's by more than one sd of the first side's spread on none. A
+second rule (fixed before the rank-1 profile's run) is printed beside it:
+no trace longer in delay or staler beyond two standard errors of the
+difference (``sqrt((sd1^2 + sd2^2) / n)``), and the pip or the Sphinx
+sources fresher beyond two.
 "fetches" is the largest gap in fetches between the two at one budget: the
 mean delays compare equal costs only when it is small; the per-side table
 (delay / best fixed, freshness minus the oracle's) is at equal cost run by
@@ -117,6 +121,9 @@ def main(argv=None) -> int:
                              "the first is the reference")  # fmt: skip
     parser.add_argument("--checkout", action="append", default=[], metavar="NAME=PATH",
                         help="run side NAME with the code of the checkout at PATH")
+    parser.add_argument("--fixture", type=Path, default=FIXTURE,
+                        help="the traces file (passed to every run; recrawl_traces_extra.json.gz: "
+                             "the traces judged apart)")  # fmt: skip
     parser.add_argument("--jobs", type=int, default=2, help="processes at a time (0: only aggregate)")
     parser.add_argument("--out", type=Path, default=OUT, help="the table is also written here")
     args = parser.parse_args(argv)
@@ -124,6 +131,8 @@ def main(argv=None) -> int:
     for item in args.side or ["main"]:
         name, _, extra = item.partition("=")
         sides[name] = shlex.split(extra)
+        if args.fixture != FIXTURE:
+            sides[name] += ["--fixture", str(args.fixture.resolve())]
     benches = {name: BENCH for name in sides}
     scratch = []
     for item in args.checkout:
@@ -144,7 +153,7 @@ def main(argv=None) -> int:
         print(text, flush=True)
         lines.append(text)
 
-    with gzip.open(FIXTURE, "rt", encoding="utf-8") as f:
+    with gzip.open(args.fixture, "rt", encoding="utf-8") as f:
         names = list(json.load(f))
     traces = args.trace or sorted(names, key=lambda name: name == "debian")
     budgets = args.budget or list(BUDGETS)
@@ -182,6 +191,7 @@ def main(argv=None) -> int:
         say(f"{'trace':<17}{'runs':>5}{ref + ' delay':>15}{side + ' delay':>15}{'change':>8}"
             f"{ref + ' fresh':>21}{side + ' fresh':>21}{'fetches':>9}")  # fmt: skip
         lower, judged, worse, staler = 0, 0, [], []
+        se_worse, se_staler, se_fresher = [], [], []
         for trace in traces:
             common = [b for b in budgets if runs[ref][trace][b] and runs[side][trace][b]]
             if not common:
@@ -195,6 +205,16 @@ def main(argv=None) -> int:
                 worse.append(trace)
             if sf < mf - mf_sd:
                 staler.append(trace)
+            n = len(common)
+            if n > 1:  # the two-standard-error rule: Welch's standard error of the difference
+                se_delay = math.sqrt((md_sd**2 + sd_sd**2) / n)
+                se_fresh = math.sqrt((mf_sd**2 + sf_sd**2) / n)
+                if sd_ - md > 2 * se_delay:
+                    se_worse.append(f"{trace} ({sd_ - md:+.2f} h, 2 se {2 * se_delay:.2f})")
+                if sf - mf < -2 * se_fresh:
+                    se_staler.append(f"{trace} ({sf - mf:+.5f}, 2 se {2 * se_fresh:.5f})")
+                elif sf - mf > 2 * se_fresh:
+                    se_fresher.append(f"{trace} ({sf - mf:+.5f}, 2 se {2 * se_fresh:.5f})")
             say(f"{trace:<17}{len(common):>5}{md:>8.2f} ± {md_sd:4.2f}{sd_:>8.2f} ± {sd_sd:4.2f}"
                 f"{100 * (sd_ / md - 1):>+7.1f}%{mf:>+11.5f} ± {mf_sd:.5f}{sf:>+11.5f} ± {sf_sd:.5f}"
                 f"{100 * fetches:>8.2f}%")  # fmt: skip
@@ -205,6 +225,15 @@ def main(argv=None) -> int:
             f"{', '.join(worse) or 'none'}; freshness lower by more than {ref}'s sd on: "
             f"{', '.join(staler) or 'none'} -> {side} {'becomes the default' if ok else 'stays off'}"
             + ("" if judged == len(names) else f" (the rule needs all {len(names)} traces; {judged} run)"))  # fmt: skip
+        # The second rule (issue 17, fixed before the rank-1 profile's run):
+        # no trace worse beyond two standard errors of the difference in
+        # delay or freshness, and the pip or Sphinx sources fresher beyond
+        # two. Standard error of a difference of means: sqrt((sd1^2 + sd2^2) / n).
+        helps = [t for t in se_fresher if t.split()[0] in ("pip-src", "sphinx-src")]
+        ships = not se_worse and not se_staler and bool(helps) and judged == len(names)
+        say(f"by two standard errors: longer on {', '.join(se_worse) or 'none'}; staler on "
+            f"{', '.join(se_staler) or 'none'}; fresher on {', '.join(se_fresher) or 'none'} -> {side} "
+            f"{'ships' if ships else 'does not ship'} (needs none longer or staler, pip-src or sphinx-src fresher)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
     return 0

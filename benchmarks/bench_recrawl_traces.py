@@ -354,6 +354,9 @@ def main(argv=None) -> int:
                              "is read as AOPIC_RECRAWL_NAME)")
     parser.add_argument("--no-last-modified", action="store_true",
                         help="leave out the +Last-Modified row (half the time)")
+    parser.add_argument("--fixture", type=Path, default=None,
+                        help="the traces file (default: benchmarks/data/recrawl_traces.json.gz; "
+                             "recrawl_traces_extra.json.gz holds the traces judged apart)")  # fmt: skip
     parser.add_argument("--json", action="store_true",
                         help="also write every row's figures, unrounded, to recrawl-traces*.json in --out "
                              "(what bench_recrawl_budgets.py reads)")  # fmt: skip
@@ -365,7 +368,7 @@ def main(argv=None) -> int:
         print(text, flush=True)
         lines.append(text)
 
-    for trace in load(names=args.trace):
+    for trace in load(*([args.fixture] if args.fixture else []), names=args.trace):
         a, b = trace.start + WARMUP, trace.end
         budget = args.per_page_per_day * len(trace.pages)
         s = trace.summary()

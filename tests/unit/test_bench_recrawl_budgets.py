@@ -79,3 +79,30 @@ def test_ties_higher_delays_and_staler_pages_keep_a_variant_off(budgets, tmp_pat
     # Lower everywhere, but staler than main by more than its sd on one.
     printed = judge(budgets, tmp_path / "c", tmp_path, capsys, lambda i: (8.5, -0.0003 if i == 0 else 0.0))
     assert f"freshness lower by more than main's sd on: {names[0]} ->" in printed and "var stays off" in printed
+
+
+def test_the_two_standard_error_rule(budgets, tmp_path, capsys):
+    # main and the variant both spread 0.16 h and 0.00016 over the five
+    # budgets: two standard errors of a difference are 0.2 h and 0.0002.
+    names = traces_of(budgets)
+    pip = names.index("pip-src")
+
+    def verdict(variant, work):
+        printed = judge(budgets, tmp_path / work, tmp_path, capsys, variant)
+        return next(line for line in printed.splitlines() if line.startswith("by two standard errors"))
+
+    line = verdict(lambda i: (9.0, 0.0003 if i == pip else 0.0), "a")
+    assert "fresher on pip-src (+0.00030" in line and line.endswith("var ships (needs none longer or staler, "
+                                                                    "pip-src or sphinx-src fresher)")
+    # Fresher there, but longer beyond two standard errors on another trace.
+    line = verdict(lambda i: (9.25 if i == 0 else 9.0, 0.0003 if i == pip else 0.0), "b")
+    assert f"longer on {names[0]} (+0.25 h" in line and "var does not ship" in line
+    # Within two standard errors (0.15 h longer) is not worse.
+    line = verdict(lambda i: (9.15 if i == 0 else 9.0, 0.0003 if i == pip else 0.0), "c")
+    assert "longer on none" in line and "var ships" in line
+    # Fresher only on a trace that is not the pip or Sphinx sources; staler on one.
+    line = verdict(lambda i: (9.0, 0.0003 if i == 0 else -0.00025 if i == 1 else 0.0), "d")
+    assert f"staler on {names[1]}" in line and "var does not ship" in line
+    # pip fresher, but within two standard errors.
+    line = verdict(lambda i: (9.0, 0.00015 if i == pip else 0.0), "e")
+    assert "fresher on none" in line and "var does not ship" in line
