@@ -1,7 +1,7 @@
 """Where a crawl's CPU goes, part by part, measured inside the crawl (issue 18, item 4).
 
     python benchmarks/bench_e2e_parts.py [--root DIR] [--rounds 2] [--base CHECKOUT]
-                                         [--gc]
+                                         [--gc] [--gc-freeze]
                                          [--addon-setting NAME=VALUE ...]
 
 Crawls a documentation tree as ``bench_e2e.py`` does (same spider, same
@@ -17,6 +17,12 @@ collector by generation. In-process benchmarks (``bench_page_work.py``)
 time the same steps in a tight loop, where their code and data stay in the
 CPU's caches: inside a crawl, between Scrapy's and Twisted's work, they
 cost more, and only this says how much.
+
+``--gc`` counts, before every full collection, the objects the collector
+tracks, by type (what a full pass traverses; the count costs CPU, so read
+the timings from a run without it). ``--gc-freeze`` makes every setup call
+``gc.freeze()`` as the spider opens: what a process-wide change would save
+plain Scrapy and the add-on alike (a measurement, not the add-on's setting).
 """
 
 from __future__ import annotations
@@ -79,6 +85,9 @@ def main() -> None:
     parser.add_argument("--gc", action="store_true",
                         help="count the tracked objects before every full collection (this costs CPU: read the "
                              "timings of a run without it) and print them by type, per setup")
+    parser.add_argument("--gc-freeze", action="store_true",
+                        help="every setup calls gc.freeze() as the spider opens (a process-wide measurement, "
+                             "plain Scrapy included; not what the add-on does)")
     parser.add_argument("--addon-setting", action="append", default=[], metavar="NAME=VALUE",
                         help="a Scrapy setting for every add-on crawl; repeat")
     args = parser.parse_args()
@@ -100,7 +109,8 @@ def main() -> None:
             order = list(setups) if round_number % 2 == 0 else list(reversed(setups))
             for name in order:
                 tree, settings = setups[name]
-                results[name].append(crawl(seed, tree, settings, Path(tmp), args.gc))
+                frozen = ["-s", "E2E_PARTS_GC_FREEZE=True"] if args.gc_freeze else []
+                results[name].append(crawl(seed, tree, settings + frozen, Path(tmp), args.gc))
                 print(f"  round {round_number + 1}: {name:<22} {results[name][-1]['crawl CPU']:.2f} CPU ms a page",
                       flush=True)
     server.shutdown()
