@@ -69,11 +69,12 @@ def crawl(seed: str, tree: Path, settings: list[str], workdir: Path, census: boo
     figures.update({f"{part}: collected": n / pages for part, n in census["collected"].items()})
     figures["gc: tracked objects at close"] = census["tracked"]
     figures["gc: of which in generation 2"] = census["oldest generation"]
-    figures["gc types"] = census["types"]
-    if census["full passes"]:
+    if census["full passes"]:  # --gc: counted before every full pass
         figures["gc: tracked objects, largest full pass"] = max(census["full passes"])
         figures["gc: tracked objects, median full pass"] = statistics.median(census["full passes"])
         figures["gc types"] = census["types at the largest full pass"]
+    else:
+        figures["gc types"] = census["types"]
     return figures
 
 
@@ -125,8 +126,8 @@ def main() -> None:
             cells.append(f"{statistics.median(values):24.3f}" if values else f"{'-':>24s}")
         print(f"{part:42s}" + "".join(cells))
     if args.gc:
-        # Tracked objects at close by type: what the add-on leaves for every
-        # full pass to traverse, against plain Scrapy's heap.
+        # Tracked objects by type at the largest full pass: what the add-on
+        # gives every full pass to traverse, against plain Scrapy's heap.
         census = {name: {} for name in setups}
         for name in setups:
             for kind in {kind for run in results[name] for kind in run["gc types"]}:

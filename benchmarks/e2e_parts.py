@@ -7,10 +7,11 @@ own thread, not the other jobs on the machine), times Python's garbage
 collections by generation (``gc.callbacks``: CPU, passes, objects
 collected), and at close writes one JSON object ``{part: [CPU ms, calls]}``
 plus the process CPU since the crawler was built and, under the key
-``"gc census"``, the collector's view of the heap at close: objects it
-tracks (in total and in the oldest generation) and the most numerous tracked
-types with the module that defines each. Wrapping costs about 1 µs a call: these are per-page functions,
-so the crawl's figures move by about 0.01 ms a page.
+``"gc census"``, the collector's view of the heap: the objects it tracks at
+close (in total and in the oldest generation) and the most numerous tracked
+types (with ``E2E_PARTS_CENSUS``, also before every full pass). Wrapping
+costs about 1 µs a call: these are per-page functions, so the crawl's
+figures move by about 0.01 ms a page.
 """
 
 from __future__ import annotations
