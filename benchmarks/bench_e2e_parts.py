@@ -1,6 +1,7 @@
 """Where a crawl's CPU goes, part by part, measured inside the crawl (issue 18, item 4).
 
     python benchmarks/bench_e2e_parts.py [--root DIR] [--rounds 2] [--base CHECKOUT]
+                                         [--gc] [--gc-freeze]
                                          [--addon-setting NAME=VALUE ...]
 
 Crawls a documentation tree as ``bench_e2e.py`` does (same spider, same
@@ -16,6 +17,12 @@ collector by generation. In-process benchmarks (``bench_page_work.py``)
 time the same steps in a tight loop, where their code and data stay in the
 CPU's caches: inside a crawl, between Scrapy's and Twisted's work, they
 cost more, and only this says how much.
+
+``--gc`` counts, before every full collection, the objects the collector
+tracks, by type (what a full pass traverses; the count costs CPU, so read
+the timings from a run without it). ``--gc-freeze`` makes every setup call
+``gc.freeze()`` as the spider opens: what a process-wide change would save
+plain Scrapy and the add-on alike (a measurement, not the add-on's setting).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_e2e import CANDIDATES, ROOT, serve  # noqa: E402
 
 
-def crawl(seed: str, tree: Path, settings: list[str], workdir: Path) -> dict:
+def crawl(seed: str, tree: Path, settings: list[str], workdir: Path, census: bool = False) -> dict:
     stem = workdir / f"crawl-{time.monotonic_ns()}"
     command = [
         sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"seeds={seed}", "-a", "allowed_domains=127.0.0.1",
@@ -42,6 +49,8 @@ def crawl(seed: str, tree: Path, settings: list[str], workdir: Path) -> dict:
         "-s", "ROBOTSTXT_OBEY=False", "-s", "LOG_LEVEL=INFO", "-s", f"LOG_FILE={stem}.log",
         "-s", 'EXTENSIONS={"e2e_parts.CrawlParts": 0}', "-s", f"E2E_PARTS_FILE={stem}.json", *settings,
     ]
+    if census:
+        command += ["-s", "E2E_PARTS_CENSUS=True"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(command, cwd=tree / "example_project", check=True, stdout=subprocess.DEVNULL,
                    env={"PYTHONPATH": f"{tree}:{ROOT / 'benchmarks'}", "PATH": "/usr/bin:/bin"})
@@ -50,8 +59,22 @@ def crawl(seed: str, tree: Path, settings: list[str], workdir: Path) -> dict:
     pages = int(log.split("'response_received_count': ", 1)[1].split(",", 1)[0])
     parts = json.loads(Path(f"{stem}.json").read_text())
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    census = parts.pop("gc census")
     figures = {"crawl CPU": cpu * 1000 / pages}
     figures.update({part: ms / pages for part, (ms, _calls) in parts.items()})
+    # The collector per page: passes by generation, and at close the objects
+    # it tracks (a full pass visits each) and the most numerous types.
+    figures.update({f"{part}: passes a crawl": calls for part, (_ms, calls) in parts.items()
+                    if part.startswith("gc generation")})
+    figures.update({f"{part}: collected": n / pages for part, n in census["collected"].items()})
+    figures["gc: tracked objects at close"] = census["tracked"]
+    figures["gc: of which in generation 2"] = census["oldest generation"]
+    if census["full passes"]:  # --gc: counted before every full pass
+        figures["gc: tracked objects, largest full pass"] = max(census["full passes"])
+        figures["gc: tracked objects, median full pass"] = statistics.median(census["full passes"])
+        figures["gc types"] = census["types at the largest full pass"]
+    else:
+        figures["gc types"] = census["types"]
     return figures
 
 
@@ -60,6 +83,12 @@ def main() -> None:
     parser.add_argument("--root", help="documentation tree to serve")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--base", type=Path, help="another checkout: its add-on (defaults) is one more setup")
+    parser.add_argument("--gc", action="store_true",
+                        help="count the tracked objects before every full collection (this costs CPU: read the "
+                             "timings of a run without it) and print them by type, per setup")
+    parser.add_argument("--gc-freeze", action="store_true",
+                        help="every setup calls gc.freeze() as the spider opens (a process-wide measurement, "
+                             "plain Scrapy included; not what the add-on does)")
     parser.add_argument("--addon-setting", action="append", default=[], metavar="NAME=VALUE",
                         help="a Scrapy setting for every add-on crawl; repeat")
     args = parser.parse_args()
@@ -81,11 +110,12 @@ def main() -> None:
             order = list(setups) if round_number % 2 == 0 else list(reversed(setups))
             for name in order:
                 tree, settings = setups[name]
-                results[name].append(crawl(seed, tree, settings, Path(tmp)))
+                frozen = ["-s", "E2E_PARTS_GC_FREEZE=True"] if args.gc_freeze else []
+                results[name].append(crawl(seed, tree, settings + frozen, Path(tmp), args.gc))
                 print(f"  round {round_number + 1}: {name:<22} {results[name][-1]['crawl CPU']:.2f} CPU ms a page",
                       flush=True)
     server.shutdown()
-    parts = sorted({part for runs in results.values() for run in runs for part in run},
+    parts = sorted({part for runs in results.values() for run in runs for part in run} - {"gc types"},
                    key=lambda part: (part != "crawl CPU", part))
     print(f"\n{root}: CPU ms a page, median of {args.rounds} rounds (parts: thread CPU inside the crawl)")
     print(f"{'':42s}" + "".join(f"{name:>24s}" for name in setups))
@@ -95,6 +125,20 @@ def main() -> None:
             values = [run[part] for run in results[name] if part in run]
             cells.append(f"{statistics.median(values):24.3f}" if values else f"{'-':>24s}")
         print(f"{part:42s}" + "".join(cells))
+    if args.gc:
+        # Tracked objects by type at the largest full pass: what the add-on
+        # gives every full pass to traverse, against plain Scrapy's heap.
+        census = {name: {} for name in setups}
+        for name in setups:
+            for kind in {kind for run in results[name] for kind in run["gc types"]}:
+                census[name][kind] = statistics.median(run["gc types"].get(kind, 0) for run in results[name])
+        kinds = sorted({kind for counts in census.values() for kind in counts},
+                       key=lambda kind: -max(counts.get(kind, 0) for counts in census.values()))
+        print("\ntracked objects by type at the crawl's largest full collection "
+              "(median of rounds; the 60 most numerous of each setup)")
+        print(f"{'':58s}" + "".join(f"{name:>24s}" for name in setups))
+        for kind in kinds[:40]:
+            print(f"{kind[-58:]:58s}" + "".join(f"{census[name].get(kind, 0):24.0f}" for name in setups))
 
 
 if __name__ == "__main__":

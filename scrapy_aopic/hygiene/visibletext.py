@@ -181,7 +181,9 @@ _BOILERPLATE_TAG_SET = frozenset(_BOILERPLATE_TAGS)
 _BLOCK_TAGS = frozenset(_BLOCKS)
 
 
-def tree_text(root, *, boilerplate: bool = True, max_chars: int | None = None) -> str:
+def tree_text(
+    root, *, boilerplate: bool = True, max_chars: int | None = None, marked: bool | None = None
+) -> str:
     """:func:`visible_text` of an already parsed lxml tree ``root``.
 
     The tree is only read, never changed, so it can be the one Scrapy's
@@ -189,10 +191,17 @@ def tree_text(root, *, boilerplate: bool = True, max_chars: int | None = None) -
     Comments and processing instructions are skipped (their tails are
     text). ``max_chars``: keep about this many characters of text (a
     fingerprint needs no more than the start of a huge page; ``None``: all).
+    ``marked``: :func:`may_be_marked` of ``root`` if the caller knows it
+    (``None``: asked here). ``True`` may also be a guess: it walks the tree
+    in Python, which writes the same text on any page, marked or not
+    (unmarked pages cost the walk instead of the stylesheet); ``False``
+    takes the stylesheet, right only for a tree that is not marked.
     """
     if not isinstance(root.tag, str):
         return ""
-    if boilerplate and _may_be_marked(root):
+    if marked is None:
+        marked = boilerplate and may_be_marked(root)
+    if boilerplate and marked:
         # The stylesheet sees tags only; judging class, id and role values
         # element by element in XPath costs more than this walk.
         with _plain_elements(root):
@@ -322,7 +331,7 @@ _STRING_LENGTH = etree.XPath("string-length(string())")
 _MARKING_PATHS = tuple(etree.XPath(f"//@{name}", smart_strings=False) for name in ("class", "id", "role"))
 
 
-def _may_be_marked(root) -> bool:
+def may_be_marked(root) -> bool:
     """Whether a class, id or role value of the tree ``root`` may mark
     boilerplate; the ids and roles are read only when no class does (each
     path reads the whole tree, and most marked pages are marked by a

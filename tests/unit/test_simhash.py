@@ -777,6 +777,53 @@ def test_boilerplate_removal_never_takes_the_element_holding_most_of_the_page(ht
         assert template not in text  # the small template parts still go
 
 
+def test_a_hosts_marked_pages_are_walked_without_asking_and_keep_their_text(monkeypatch, vocabulary):
+    """Once a host's last pages all had values that may mark boilerplate,
+    its next pages are walked without asking (one in MARKED_RECHECK asked
+    again); an unmarked answer starts the run over. The text, what the
+    signature is computed from, is the one asked-for ``tree_text`` writes
+    on every page, including unmarked pages walked on the guess."""
+    from scrapy_aopic.hygiene import visibletext
+    from scrapy_aopic.middlewares import simhash as module
+
+    asked, texts = [], []
+    real_ask, real_text = visibletext.may_be_marked, visibletext.tree_text
+
+    def ask(root):
+        asked.append(root)
+        return real_ask(root)
+
+    def text(root, **kwargs):
+        written = real_text(root, **kwargs)
+        texts.append((written, real_text(root, boilerplate=kwargs["boilerplate"], max_chars=kwargs["max_chars"])))
+        return written
+
+    monkeypatch.setattr(module, "may_be_marked", ask)
+    monkeypatch.setattr(module, "tree_text", text)
+    middleware, frontier, _stats = _middleware()
+    run, recheck = SimhashDedupMiddleware.MARKED_RUN, SimhashDedupMiddleware.MARKED_RECHECK
+    bodies = _texts(vocabulary, 3 * recheck + 10, 77, (200, 200))
+
+    def respond(host, i, marked, body=None):
+        nav = "<div class='navheader'><a href='/p'>Prev</a></div>" if marked else "<div><a href='/p'>Prev</a></div>"
+        request = _lease(frontier, f"http://{host}/page{i}")
+        _respond(middleware, request, f"<html><body>{nav}<p>{bodies[i if body is None else body]}</p></body></html>")
+
+    for i in range(2 * recheck + 1):  # marked pages: asked for the first run, then once per recheck
+        respond("docs.example", i, marked=True)
+    assert len(asked) == run + 2  # asked at 0..run-1, recheck and 2 * recheck
+    respond("other.example", 0, marked=True, body=-1)  # per host
+    assert len(asked) == run + 3
+    asked.clear()
+    # The template changes: unmarked pages are walked on the guess until the
+    # next recheck, then asked page by page.
+    for i in range(2 * recheck + 1, 3 * recheck + 4):
+        respond("docs.example", i, marked=False)
+    assert len(asked) == 4  # the recheck (3 * recheck), then every page after it
+    assert len(texts) == 3 * recheck + 5
+    assert all(written == expected for written, expected in texts)
+
+
 def test_a_host_whose_pages_are_mostly_too_short_is_named_once(caplog):
     from scrapy.utils.test import get_crawler
 
@@ -785,9 +832,10 @@ def test_a_host_whose_pages_are_mostly_too_short_is_named_once(caplog):
     crawler = get_crawler(settings_dict={"ADDONS": {"scrapy_aopic.Addon": 0}})
     middleware = SimhashDedupMiddleware(crawler)
     with caplog.at_level(logging.WARNING):
+        thin, fine = [0, 0, 0], [0, 0, 0]
         for i in range(30):
-            middleware._count_host("thin.example", too_short=True)
-            middleware._count_host("fine.example", too_short=i % 5 == 0)
+            middleware._count_host("thin.example", thin, too_short=True)
+            middleware._count_host("fine.example", fine, too_short=i % 5 == 0)
     warnings = [r.getMessage() for r in caplog.records if "near-duplicates are not detected" in r.getMessage()]
     assert len(warnings) == 1 and "thin.example" in warnings[0]
     assert crawler.stats.get_value("aopic/duplicates/too_short_hosts") == 1

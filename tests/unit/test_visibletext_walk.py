@@ -56,7 +56,7 @@ def test_walk_makes_no_python_class_lookup_and_restores_lxml_html_classes(monkey
     response = _response()
     root = response.selector.root
     assert isinstance(root, lxml.html.HtmlElement)
-    assert visibletext._may_be_marked(root)  # the page takes the walk
+    assert visibletext.may_be_marked(root)  # the page takes the walk
     calls.clear()
     text = tree_text(root)
     assert text.split() == ["Title", "Some", "text", "with", "a", "link", "in", "it."]
@@ -175,6 +175,22 @@ def _random_page(rng: random.Random) -> str:
 
 
 @pytest.mark.parametrize("seed", range(4))
+def test_marked_true_writes_the_same_text_on_any_page(seed):
+    """``tree_text(..., marked=True)`` walks without asking (the near-duplicate
+    middleware's guess for a host whose pages are all marked): the text is
+    the one asked-for ``tree_text`` writes, on marked and unmarked pages."""
+    rng = random.Random(seed)
+    kinds = set()
+    for _ in range(300):
+        page = _random_page(rng)
+        root = _response(page.encode()).selector.root
+        kinds.add(visibletext.may_be_marked(root))
+        for boilerplate in (True, False):
+            assert tree_text(root, boilerplate=boilerplate, marked=True) == tree_text(root, boilerplate=boilerplate)
+    assert kinds == {True, False}  # both kinds of page were compared
+
+
+@pytest.mark.parametrize("seed", range(4))
 def test_walk_writes_the_eager_walks_text(seed):
     rng = random.Random(seed)
     for _ in range(300):
@@ -186,7 +202,7 @@ def test_walk_writes_the_eager_walks_text(seed):
             for boilerplate in (True, False):
                 assert tree_text(root, boilerplate=boilerplate) == eager_walk(root, boilerplate) or (
                     # unmarked pages take the stylesheet: it agrees with the walk (test_simhash)
-                    not visibletext._may_be_marked(root)
+                    not visibletext.may_be_marked(root)
                 ), page
                 assert _walk_text(root, boilerplate) == eager_walk(root, boilerplate), page
         # A walk of a subtree stops at its root when it looks for landmarks.
