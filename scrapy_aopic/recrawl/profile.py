@@ -323,7 +323,9 @@ def _pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
     sxy = math.fsum((a - mx) * (b - my) for a, b in zip(x, y))
     sxx = math.fsum((a - mx) ** 2 for a in x)
     syy = math.fsum((b - my) ** 2 for b in y)
-    if sxx <= 0 or syy <= 0:
+    # A spread over whole days adds the same to every hour: a "variance"
+    # of rounding errors is no rhythm.
+    if sxx <= 1e-12 * math.fsum(a * a for a in x) or syy <= 1e-12 * math.fsum(b * b for b in y):
         return None
     return max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
 
