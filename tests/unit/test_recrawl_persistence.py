@@ -112,3 +112,24 @@ def test_the_periods_survive_a_restart_and_are_checked():
         state["periods"] = bad
         with pytest.raises(ValueError):
             RateProfile.from_state(state)
+
+
+def test_a_planner_state_saved_before_the_periods_still_loads():
+    from scrapy_aopic.recrawl.planner import RecrawlPlanner
+
+    planner = RecrawlPlanner(budget=50.0)
+    t = MONDAY
+    for i in range(400):
+        url = f"https://example.com/docs/p{i % 20}"
+        planner.on_visit(url, "example.com", t, changed=(i % 3 == 0), new_links=i % 2)
+        t += 2 * HOUR
+    state = json.loads(json.dumps(planner.to_state()))
+    assert state["profiles"] and all("periods" in p for p in state["profiles"].values())
+    again = RecrawlPlanner(budget=50.0)
+    again.load_state(state)
+    assert json.loads(json.dumps(again.to_state())) == state
+    for p in state["profiles"].values():
+        del p["periods"]
+    old = RecrawlPlanner(budget=50.0)
+    old.load_state(state)
+    assert all(p._belief is None and p._period_start is None for p in old.profiles.values())
