@@ -16,7 +16,10 @@ forgotten exponentially with time constant ``forget``. Thin bins borrow
 strength: each bin's rate is shrunk towards a product model
 ``hour-of-day rate x day-of-week rate / flat rate`` (which needs only a few
 days of data), and that towards the flat rate; then the week is smoothed
-with a small circular kernel. With no data the profile is flat.
+with a small circular kernel. With no data the profile is flat. The
+shape revisits are placed on is believed only as far as the profile's
+hour-of-day rhythm lasted from one period (half the forgetting horizon)
+to the next (:meth:`RateProfile._believed`).
 
 Times are Unix seconds (UTC). The week is periodic, so a site's time zone
 only shifts its profile; it needs no configuration.
