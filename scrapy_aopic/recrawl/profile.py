@@ -403,7 +403,7 @@ class RateProfile:
         self._diff = [0.0] * (BINS + 1)
         self._all_bins = 0.0
         self._pending = False
-        # Persistence of the hour-of-day rhythm (see shape): the changes'
+        # Persistence of the hour-of-day rhythm (see _believed): the changes'
         # hour-of-day counts of the last complete period and of the one in
         # progress (a period is half the forgetting horizon), and how far
         # the learnt shape is believed (None: no verdict yet, all of it).
@@ -762,10 +762,15 @@ class RateProfile:
         return profile
 
     def _load_periods(self, periods) -> None:
+        def number(value, what: str) -> float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"recrawl profile state: {what} {value!r} is not a number")
+            return float(value)
+
         def hours(value, what: str) -> list[float]:
             if not isinstance(value, list) or len(value) != 24:
                 raise ValueError(f"recrawl profile state: {what} is not 24 hour-of-day counts")
-            counts = [float(c) for c in value]
+            counts = [number(c, what) for c in value]
             if not all(c >= 0 and math.isfinite(c) for c in counts):
                 raise ValueError(f"recrawl profile state: bad {what} {value!r}")
             return counts
@@ -774,11 +779,11 @@ class RateProfile:
             raise ValueError(f"recrawl profile state: bad periods {periods!r}")
         start, previous, current, belief = periods
         if start is not None:
-            start = float(start)
+            start = number(start, "period start")
             if not math.isfinite(start):
                 raise ValueError(f"recrawl profile state: bad period start {start!r}")
         if belief is not None:
-            belief = float(belief)
+            belief = number(belief, "belief")
             if not 0.0 <= belief <= 1.0:
                 raise ValueError(f"recrawl profile state: belief {belief!r} outside [0, 1]")
         self._period_start = start

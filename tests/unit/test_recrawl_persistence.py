@@ -108,7 +108,8 @@ def test_the_periods_survive_a_restart_and_are_checked():
     assert old._belief is None and old._previous is None
     assert old.shape().rates == old.weekly().shape().rates
     for bad in ([None, None, [0.0] * 23, None], [0.0, None, [0.0] * 24, 1.5],
-                [0.0, [-1.0] * 24, [0.0] * 24, None], "x"):
+                [0.0, [-1.0] * 24, [0.0] * 24, None], [0.0, None, ["1"] * 24, None],
+                ["x", None, [0.0] * 24, None], [0.0, None, [0.0] * 24, float("nan")], "x"):
         state["periods"] = bad
         with pytest.raises(ValueError):
             RateProfile.from_state(state)
