@@ -16,7 +16,10 @@ forgotten exponentially with time constant ``forget``. Thin bins borrow
 strength: each bin's rate is shrunk towards a product model
 ``hour-of-day rate x day-of-week rate / flat rate`` (which needs only a few
 days of data), and that towards the flat rate; then the week is smoothed
-with a small circular kernel. With no data the profile is flat.
+with a small circular kernel. With no data the profile is flat. The
+shape revisits are placed on is believed only as far as the profile's
+hour-of-day rhythm lasted from one period (half the forgetting horizon)
+to the next (:meth:`RateProfile._believed`).
 
 Times are Unix seconds (UTC). The week is periodic, so a site's time zone
 only shifts its profile; it needs no configuration.
@@ -315,6 +318,21 @@ class WeeklyRates:
         return min(base + start + d, t0 + horizon)
 
 
+def _pearson(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Pearson's correlation of ``x`` and ``y`` (None when either is
+    constant: no rhythm to compare)."""
+    n = len(x)
+    mx, my = math.fsum(x) / n, math.fsum(y) / n
+    sxy = math.fsum((a - mx) * (b - my) for a, b in zip(x, y))
+    sxx = math.fsum((a - mx) ** 2 for a in x)
+    syy = math.fsum((b - my) ** 2 for b in y)
+    # A spread over whole days adds the same to every hour: a "variance"
+    # of rounding errors is no rhythm.
+    if sxx <= 1e-12 * math.fsum(a * a for a in x) or syy <= 1e-12 * math.fsum(b * b for b in y):
+        return None
+    return max(-1.0, min(1.0, sxy / math.sqrt(sxx * syy)))
+
+
 class RateProfile:
     """Learns a 168-bin rate profile from counted events over intervals.
 
@@ -348,6 +366,10 @@ class RateProfile:
         "_diff",
         "_all_bins",
         "_pending",
+        "_period_start",
+        "_previous",
+        "_current",
+        "_belief",
     )
 
     def __init__(
@@ -381,6 +403,14 @@ class RateProfile:
         self._diff = [0.0] * (BINS + 1)
         self._all_bins = 0.0
         self._pending = False
+        # Persistence of the hour-of-day rhythm (see _believed): the changes'
+        # hour-of-day counts of the last complete period and of the one in
+        # progress (a period is half the forgetting horizon), and how far
+        # the learnt shape is believed (None: no verdict yet, all of it).
+        self._period_start: float | None = None
+        self._previous: list[float] | None = None
+        self._current = [0.0] * 24
+        self._belief: float | None = None
 
     # -- learning -----------------------------------------------------------
 
@@ -425,14 +455,24 @@ class RateProfile:
             else:
                 weight, self._reference = math.exp(exponent), reference
             self._now = self._events = None  # the reference may have moved
+            start = self._period_start
+            if start is None:
+                self._period_start = t1
+            elif t1 - start >= 0.5 * forget:
+                self._next_period(t1)
         self._count_total += weight * count
         self._exposure_total += weight * (t1 - t0)
         self._add_exposure(t0, t1, weight)
         if count > 0:
+            current = self._current
             if at is not None and t0 <= at <= t1:
-                self.counts[hour_of_week(at)] += weight * count
+                b = hour_of_week(at)
+                self.counts[b] += weight * count
+                current[b % 24] += count
             elif t1 - t0 <= HOUR - ((t0 + _WEEK_SHIFT) % HOUR):
-                self.counts[hour_of_week(t0)] += weight * count  # one bin
+                b = hour_of_week(t0)
+                self.counts[b] += weight * count  # one bin
+                current[b % 24] += count
             else:
                 # Spread the count like the current estimate says it arrived.
                 pieces = list(iter_segments(t0, t1))
@@ -444,9 +484,36 @@ class RateProfile:
                     total = math.fsum(masses)
                 for (b, _), mass in zip(pieces, masses):
                     self.counts[b] += weight * count * mass / total
+                # The period's counts are spread by time alone: spread by
+                # the learnt rates, they would carry the learnt shape into
+                # both periods and make any rhythm look persistent. (A
+                # spread over whole days adds the same to every hour, which
+                # leaves the correlation as it was.)
+                span = t1 - t0
+                for b, seconds in pieces:
+                    current[b % 24] += count * seconds / span
         self._last = max(t1, self._last or t1)
         self._now = self._events = None
         self.observations += 1
+
+    def _next_period(self, t: float) -> None:
+        """Close the periods that ended by ``t``: each closed period's
+        hour-of-day counts are compared with the period before it, and the
+        correlation decides how far the learnt shape is believed until the
+        next one closes."""
+        period = 0.5 * self.forget
+        while t - self._period_start >= period:
+            previous, current = self._previous, self._current
+            if previous is not None:
+                r = _pearson(previous, current)
+                if r is not None:  # else (a period with no changes, or flat): no new verdict
+                    belief = max(0.0, r)
+                    if belief != self._belief:
+                        self._belief = belief
+                        self._shape = None
+            self._previous = current
+            self._current = [0.0] * 24
+            self._period_start += period
 
     def _add_exposure(self, t0: float, t1: float, weight: float) -> None:
         """Add ``[t0, t1]`` to the bins' exposure in O(1): whole weeks to
@@ -537,8 +604,24 @@ class RateProfile:
             return shape  # weekly()'s test, without the call (asked twice per visit)
         weekly = self.weekly()
         if self._shape is None:
-            self._shape = weekly.shape()
+            self._shape = self._believed(weekly.shape())
         return self._shape
+
+    def _believed(self, shape: WeeklyRates) -> WeeklyRates:
+        """``shape`` believed as far as the profile's hour-of-day rhythm
+        predicted the last period: ``1 + w (x - 1)`` for each level ``x``,
+        with ``w = max(0, r)`` and ``r`` the Pearson correlation of the
+        changes' hour-of-day counts in the last complete period with those
+        in the period before (a period is half the forgetting horizon). A
+        rhythm that lasts (a team's working hours) is kept; one that moves
+        from period to period (contributors coming and going) would place
+        revisits after hours that are no longer busy, so it fades to flat.
+        Until two periods have been seen (and had changes), ``w = 1``: the
+        learnt shape as before, so young profiles plan as they did."""
+        w = self._belief
+        if w is None or w >= 1.0:
+            return shape
+        return WeeklyRates([1.0 + w * (x - 1.0) for x in shape.rates])
 
     def _fit(self) -> list[float]:
         self._flush()
@@ -660,6 +743,7 @@ class RateProfile:
             "observations": self.observations,
             "reference": self._reference,
             "last": self._last,
+            "periods": [self._period_start, self._previous, self._current, self._belief],
         }
 
     @classmethod
@@ -672,7 +756,40 @@ class RateProfile:
         profile._last = state.get("last")
         profile._count_total = math.fsum(profile.counts)
         profile._exposure_total = math.fsum(profile.exposure)
+        periods = state.get("periods")  # absent from states saved before it: a young profile's
+        if periods is not None:
+            profile._load_periods(periods)
         return profile
+
+    def _load_periods(self, periods) -> None:
+        def number(value, what: str) -> float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"recrawl profile state: {what} {value!r} is not a number")
+            return float(value)
+
+        def hours(value, what: str) -> list[float]:
+            if not isinstance(value, list) or len(value) != 24:
+                raise ValueError(f"recrawl profile state: {what} is not 24 hour-of-day counts")
+            counts = [number(c, what) for c in value]
+            if not all(c >= 0 and math.isfinite(c) for c in counts):
+                raise ValueError(f"recrawl profile state: bad {what} {value!r}")
+            return counts
+
+        if not isinstance(periods, list) or len(periods) != 4:
+            raise ValueError(f"recrawl profile state: bad periods {periods!r}")
+        start, previous, current, belief = periods
+        if start is not None:
+            start = number(start, "period start")
+            if not math.isfinite(start):
+                raise ValueError(f"recrawl profile state: bad period start {start!r}")
+        if belief is not None:
+            belief = number(belief, "belief")
+            if not 0.0 <= belief <= 1.0:
+                raise ValueError(f"recrawl profile state: belief {belief!r} outside [0, 1]")
+        self._period_start = start
+        self._previous = None if previous is None else hours(previous, "previous period")
+        self._current = hours(current, "current period")
+        self._belief = belief
 
 
 class DayProfile:
