@@ -58,6 +58,7 @@ from scrapy_aopic.recrawl.simulate import (
     score_fixed,
     visit_process,
 )
+from tests.support.localsite import SERVE
 
 MONDAY = EPOCH_MONDAY  # 2024-01-01 00:00 UTC
 
@@ -786,7 +787,7 @@ def _serve(site):
             self.wfile.write(data)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs=SERVE, daemon=True).start()
     return server
 
 
@@ -909,7 +910,7 @@ def test_a_crawl_of_a_site_sending_huge_etags_keeps_its_state_small(tmp_path):
                 pass  # the client refused the 1 MB header
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs=SERVE, daemon=True).start()
     jobdir = tmp_path / "job"
     try:
         process, out = start_crawl(tmp_path, "hostile", [f"http://127.0.0.1:{server.server_address[1]}/0"], {
