@@ -33,6 +33,19 @@ def finish(process, out, timeout=120):
     return json.loads(out.read_text())
 
 
+def stop_when(process, condition, timeout=60):
+    """Stop the crawl ``process`` gracefully (SIGINT: Scrapy closes the
+    spider as at any other close, in-flight requests finished) once
+    ``condition()`` holds, rather than wait out a fixed CLOSESPIDER_TIMEOUT
+    that only bounds it; returns early if the crawl ends by itself first."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if process.poll() is not None or time.monotonic() > deadline:
+            return
+        time.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+
+
 # AOPIC_PRIORITY_HORIZON: another order, the same books; AOPIC_DISCOVERY_CASH: more cash in, still balanced
 @pytest.mark.parametrize("horizon, discovery", [(0.0, 0.0), (5.0, 0.0), (0.0, 0.05)])
 def test_crawl_with_errors_redirects_timeouts_and_binaries(tmp_path, horizon, discovery):
