@@ -185,10 +185,11 @@ def test_numpy_is_imported_only_with_near_duplicate_detection_on(tmp_path):
     ``AOPIC_SIMHASH_ENABLED = False`` a whole crawl never imports numpy
     (0.05-0.1 s of start-up); with it on (the default), it does."""
     with LocalSite(pages=12) as site:
-        reports = {}
-        for name, settings in (("off", {"AOPIC_SIMHASH_ENABLED": False}), ("on", {})):
-            process, out = start_crawl(tmp_path, name, [site.base + "/p0"], settings)
-            reports[name] = finish(process, out)
+        # The two crawls side by side (each its own process): neither
+        # waits for the other's start-up.
+        started = {name: start_crawl(tmp_path, name, [site.base + "/p0"], settings)
+                   for name, settings in (("off", {"AOPIC_SIMHASH_ENABLED": False}), ("on", {}))}
+        reports = {name: finish(process, out) for name, (process, out) in started.items()}
     assert reports["off"]["stats"]["aopic/pages_visited"] >= 10
     assert reports["off"]["numpy_imported"] is False
     assert reports["on"]["numpy_imported"] is True
