@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 SPECIAL = ["/missing", "/error", "/moved", "/moved-known", "/slow", "/image.png"]
 
 #: serve_forever() arguments of the tests' local sites: shutdown() waits for
-#: the serving loop's next poll, every 0.5 s by default; the suite starts and
-#: stops about a hundred sites, each then waited for 0.25 s on average.
+#: the serving loop's next poll, every 0.5 s by default (0.25 s on average
+#: for each of the dozens of sites the suite starts and stops).
 SERVE = {"poll_interval": 0.02}
 
 
