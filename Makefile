@@ -16,15 +16,10 @@ FLOOR_STAMP := $(FLOOR_VENV)/.installed
 
 .PHONY: demo test test-floor bench docs clean
 
-# --no-compile: pip would byte-compile every module of every package (scipy,
-# matplotlib, scikit-learn, Sphinx...), two thirds of the install's CPU time;
-# Python compiles the modules a run imports, once, when it first imports them.
-PIP_INSTALL := -m pip install --quiet --no-compile
-
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) $(PIP_INSTALL) --upgrade pip
-	$(PY) $(PIP_INSTALL) -e ".[test,docs,bench,ml]"
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test,docs,bench,ml]"
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -35,8 +30,8 @@ test: $(STAMP)
 
 $(FLOOR_STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(FLOOR_VENV)
-	$(FLOOR_VENV)/bin/python $(PIP_INSTALL) --upgrade pip
-	$(FLOOR_VENV)/bin/python $(PIP_INSTALL) "scrapy==$(SCRAPY_FLOOR).*" -e ".[test]"
+	$(FLOOR_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(FLOOR_VENV)/bin/python -m pip install --quiet "scrapy==$(SCRAPY_FLOOR).*" -e ".[test]"
 	touch $(FLOOR_STAMP)
 
 # The suite on the oldest supported Scrapy (tests needing the bench/ml extras skip).
