@@ -38,14 +38,34 @@ def crawl(tmp_path, name, site, jobdir, **settings):
     return report["stats"], log
 
 
-@pytest.fixture
-def stopped_crawl(tmp_path):
-    """A site and the JOBDIR of a crawl of it stopped after 30 pages."""
+@pytest.fixture(scope="module")
+def _stopped_crawl_once(tmp_path_factory):
+    """The crawl behind ``stopped_crawl``, run once for the module (a
+    subprocess crawl is seconds; eleven tests damage a copy of its JOBDIR):
+    the site, the JOBDIR and the site's hit counts when the crawl stopped."""
+    root = tmp_path_factory.mktemp("stopped")
     with LocalSite(pages=120) as site:
-        jobdir = tmp_path / "job"
-        stats, _ = crawl(tmp_path, "first", site, jobdir, CLOSESPIDER_PAGECOUNT=30)
+        jobdir = root / "job"
+        stats, _ = crawl(root, "first", site, jobdir, CLOSESPIDER_PAGECOUNT=30)
         assert stats["aopic/pages_visited"] >= 20
-        yield site, jobdir
+        yield site, jobdir, dict(site.hits)
+
+
+@pytest.fixture
+def stopped_crawl(tmp_path, _stopped_crawl_once):
+    """A site and the JOBDIR of a crawl of it stopped after 30 pages: the
+    test's own copy of the JOBDIR, and the site's hit counts as that crawl
+    left them (what an earlier test's resume fetched is forgotten). The
+    first crawl's process has exited, so no request of it is still coming."""
+    import shutil
+
+    site, original, hits = _stopped_crawl_once
+    jobdir = tmp_path / "job"
+    shutil.copytree(original, jobdir)
+    with site._lock:
+        site.hits.clear()
+        site.hits.update(hits)
+    return site, jobdir
 
 
 def files(jobdir: Path, pattern: str) -> list[Path]:

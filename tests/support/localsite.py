@@ -16,6 +16,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SPECIAL = ["/missing", "/error", "/moved", "/moved-known", "/slow", "/image.png"]
 
+#: serve_forever() arguments of the tests' local sites: shutdown() waits for
+#: the serving loop's next poll, every 0.5 s by default (0.25 s on average
+#: for each of the dozens of sites the suite starts and stops).
+SERVE = {"poll_interval": 0.02}
+
 
 def build_graph(pages: int, seed: int = 1) -> dict[str, list[str]]:
     rng = random.Random(seed)
@@ -95,7 +100,7 @@ class LocalSite:
 
         self.server = _QuietServer(("127.0.0.1", 0), Handler)
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self.server.serve_forever, kwargs=SERVE, daemon=True)
 
     def __enter__(self) -> LocalSite:
         self._thread.start()
@@ -144,7 +149,7 @@ class MultiHostSite:
                 targets.add(self.bases[(i + 1) % hosts] + ("/moved" if i % 22 == 0 else "/missing"))
             self.graph[self.url(i)] = sorted(targets)
         self.redirects = {base + "/moved": self.url(hosts + (i + 1) % hosts) for i, base in enumerate(self.bases)}
-        self._threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in self.servers]
+        self._threads = [threading.Thread(target=s.serve_forever, kwargs=SERVE, daemon=True) for s in self.servers]
 
     def url(self, page: int) -> str:
         return f"{self.bases[page % len(self.bases)]}/p{page}"

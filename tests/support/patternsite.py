@@ -24,6 +24,8 @@ from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from tests.support.localsite import SERVE
+
 
 class PatternSite:
     """``with PatternSite(pages=12) as site:`` — ``site.base``, ``site.requests``."""
@@ -112,7 +114,7 @@ class PatternSite:
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def __enter__(self) -> PatternSite:
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs=SERVE, daemon=True).start()
         return self
 
     def __exit__(self, *exc) -> None:

@@ -58,6 +58,7 @@ from scrapy_aopic.recrawl.simulate import (
     score_fixed,
     visit_process,
 )
+from tests.support.localsite import SERVE
 
 MONDAY = EPOCH_MONDAY  # 2024-01-01 00:00 UTC
 
@@ -786,8 +787,14 @@ def _serve(site):
             self.wfile.write(data)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs=SERVE, daemon=True).start()
     return server
+
+
+def _hub_fetches(site, count):
+    """Whether the hub has been fetched ``count`` times, one conditionally."""
+    hub = [etag for path, etag in list(site.requests) if path == "/news/"]
+    return len(hub) >= count and any(hub)
 
 
 def test_end_to_end_continuous_crawl(tmp_path):
@@ -795,7 +802,7 @@ def test_end_to_end_continuous_crawl(tmp_path):
     that revisits a changing hub page."""
     import time as _time
 
-    from tests.integration.test_crawl import finish, start_crawl
+    from tests.integration.test_crawl import finish, start_crawl, stop_when
 
     site = _Site()
     site.start = _time.monotonic()
@@ -812,6 +819,10 @@ def test_end_to_end_continuous_crawl(tmp_path):
             "CLOSESPIDER_TIMEOUT": 5,
             "LOG_LEVEL": "WARNING",
         })
+        # Stopped once the hub has been fetched three times, one of them
+        # conditional (2.5 s at worst; 1-1.5 s mostly), CLOSESPIDER_TIMEOUT
+        # the bound if it never is.
+        stop_when(process, lambda: _hub_fetches(site, 3))
         stats = finish(process, out)["stats"]
     finally:
         server.shutdown()
@@ -883,7 +894,7 @@ def test_a_crawl_of_a_site_sending_huge_etags_keeps_its_state_small(tmp_path):
     12 KB ones, which Scrapy passes on (its limit is 16 KB a line). The re-crawl state saved in JOBDIR
     stays small, revisits are not conditional on the dropped values, and
     every one dropped is counted."""
-    from tests.integration.test_crawl import finish, start_crawl
+    from tests.integration.test_crawl import finish, start_crawl, stop_when
 
     requests = []
     pages = 40
@@ -909,7 +920,7 @@ def test_a_crawl_of_a_site_sending_huge_etags_keeps_its_state_small(tmp_path):
                 pass  # the client refused the 1 MB header
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs=SERVE, daemon=True).start()
     jobdir = tmp_path / "job"
     try:
         process, out = start_crawl(tmp_path, "hostile", [f"http://127.0.0.1:{server.server_address[1]}/0"], {
@@ -922,6 +933,14 @@ def test_a_crawl_of_a_site_sending_huge_etags_keeps_its_state_small(tmp_path):
             "RETRY_ENABLED": False,
             "JOBDIR": str(jobdir),
         })
+
+        def enough():  # every page with a 12 KB ETag fetched, and 10 revisits
+            seen = list(requests)
+            paths = {path for path, _ in seen}
+            small = {f"/{n}" for n in range(pages) if n % 10 != 9}
+            return small <= paths and len(seen) - len(paths) >= 10
+
+        stop_when(process, enough)  # CLOSESPIDER_TIMEOUT the bound if it never is
         stats = finish(process, out)["stats"]
     finally:
         server.shutdown()
