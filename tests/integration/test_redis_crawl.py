@@ -247,7 +247,10 @@ def test_redis_killed_and_restarted_mid_crawl(tmp_path):
         pytest.skip(str(exc))
     name = "killredis"
     try:
-        settings = worker_settings(server.url, AOPIC_REDIS_LEASE_TIMEOUT=8.0)
+        # A lease outlives the outage and a loaded machine's slowest fetch
+        # (8 s was reclaimed once at load 8): one lost with a reply would
+        # still expire and be counted, only later.
+        settings = worker_settings(server.url, AOPIC_REDIS_LEASE_TIMEOUT=30.0)
         with LocalSite(pages=300, delay=0.05, slow_seconds=0.3) as site:
             workers, go = start_workers(tmp_path, name, settings, seeds=[site.base + "/p0"])
             go.touch()
