@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import ALIAS, CRAWLED, FAILED, LEASED, PENDING, REFUSED, AccountView, Credit, FrontierStore, Lease, Link, Totals
-from .memory import MemoryStore
+from .memory import MemoryStore, checked_amount
 
 logger = logging.getLogger(__name__)
 
@@ -331,8 +331,8 @@ def check_record(value: Any) -> list:
         raise ValueError("not an account record (URL or host)")
     if type(state) is not int or state not in (PENDING, LEASED, CRAWLED, FAILED, REFUSED, ALIAS):
         raise ValueError(f"{url}: state {state!r}")
-    _amount(cash, f"{url}: cash")
-    _amount(history, f"{url}: history")
+    checked_amount(cash, f"{url}: cash")
+    checked_amount(history, f"{url}: history")
     if last_visit is not None and (type(last_visit) not in (int, float) or not math.isfinite(last_visit)):
         raise ValueError(f"{url}: last visit {last_visit!r}")
     for number, what in ((visits, "visits"), (depth, "depth"), (seq, "seq")):
@@ -354,7 +354,7 @@ def _header_ok(header: dict | None) -> bool:
         return False
     try:
         for name in _HEADER_AMOUNTS:
-            _amount(header[name], name)
+            checked_amount(header[name], name)
     except (KeyError, ValueError):
         return False
     return all(type(header.get(name)) is int and header[name] >= 0 for name in _HEADER_COUNTS)
@@ -980,12 +980,12 @@ def _settled(header: dict, records: list[list], exact: dict | None) -> tuple[dic
     lease_cash: dict[str, float] = {}
     for lease in exact.get("leases") or ():
         try:
-            lease_cash[lease[0]] = _amount(lease[2], "lease cash")
+            lease_cash[lease[0]] = checked_amount(lease[2], "lease cash")
         except (TypeError, IndexError, KeyError, ValueError):
             continue
     try:
-        dividend = _amount(exact["dividend"], "dividend")
-        marks = [_amount(mark, "mark") for mark in exact["marks"]]
+        dividend = checked_amount(exact["dividend"], "dividend")
+        marks = [checked_amount(mark, "mark") for mark in exact["marks"]]
     except (TypeError, KeyError, ValueError):
         dividend, marks = None, []
     by_cash = exact.get("lambda_targets", header.get("lambda_targets")) == "pending-cash"
@@ -1034,24 +1034,15 @@ def _current_lease(store: MemoryStore, url: str) -> int:
     raise KeyError(f"no open lease for {url}")
 
 
-def _amount(value: Any, what: str) -> float:
-    """A journaled number of cash: finite and not negative. JSON parsing
-    already refuses NaN and Infinity; this refuses the rest a damaged or
-    edited line can hold ("abc", -5, 1e308), before anything is changed."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e30:
-        raise ValueError(f"{what} {value!r} is not an amount of cash")
-    return float(value)
-
-
 def _replay_visit(s: MemoryStore, url: str, history: Any, visited_at: Any, credits: Any) -> bool:
     """A visit entry, checked whole before it is applied (a line that failed
     half-way would leave the books unbalanced): the links' credits are
     amounts of cash that sum to at most what the page's lease held."""
     lease_id = _current_lease(s, url)
-    _amount(history, "history")
+    checked_amount(history, "history")
     if isinstance(visited_at, bool) or not isinstance(visited_at, (int, float)) or not math.isfinite(visited_at):
         raise ValueError(f"visit time {visited_at!r} is not a number")
-    parsed = [Credit(_link(c[:4]), _amount(c[4], "credit")) for c in credits]
+    parsed = [Credit(_link(c[:4]), checked_amount(c[4], "credit")) for c in credits]
     held = s.get(url).leased
     paid = math.fsum(credit.amount for credit in parsed)
     if paid > held * (1 + 1e-9) + 1e-12:
@@ -1063,7 +1054,7 @@ def _replay_visit(s: MemoryStore, url: str, history: Any, visited_at: Any, credi
 # are not journaled: the replayed store hands out the same ids in the same
 # order, and a settle always refers to the URL's one open lease.
 _REPLAY: dict[str, Callable[..., object]] = {
-    "inject": lambda s, link, cash: s.inject(_link(link), _amount(cash, "seed cash")),
+    "inject": lambda s, link, cash: s.inject(_link(link), checked_amount(cash, "seed cash")),
     "register": lambda s, link: s.register(_link(link)),
     "repend": lambda s, link: s.repend(_link(link)),
     "take": lambda s, url: s.take(url),
@@ -1073,7 +1064,7 @@ _REPLAY: dict[str, Callable[..., object]] = {
     "transfer": lambda s, url, target: s.settle_transfer(url, _current_lease(s, url), _link(target)),
     "requeue": lambda s, url: s.settle_requeue(url, _current_lease(s, url)),
     "refuse": lambda s, url, host, depth: s.refuse(url, host, depth),
-    "discovery": lambda s, cash: s.set_discovery_cash(_amount(cash, "discovery cash")),
+    "discovery": lambda s, cash: s.set_discovery_cash(checked_amount(cash, "discovery cash")),
     "revisit": lambda s, url, lambda_tax: s.revisit(
-        url, None if lambda_tax is None else _amount(lambda_tax, "lambda tax")),
+        url, None if lambda_tax is None else checked_amount(lambda_tax, "lambda tax")),
 }

@@ -1169,7 +1169,7 @@ class MemoryStore(FrontierStore):
                 store._leases[url] = (lease_id, cash)
             if t.leased != len(leases):
                 raise ValueError(f"{t.leased} leased accounts for {len(leases)} leases")
-            t.in_flight = _checked_amount(exact["in_flight"], "cash in flight")
+            t.in_flight = checked_amount(exact["in_flight"], "cash in flight")
             in_flight = math.fsum(cash for _, cash in leases.values())
             if abs(t.in_flight - in_flight) > 1e-9 * max(in_flight, 1.0):
                 raise ValueError(f"cash in flight {t.in_flight!r} where the leases hold {in_flight!r}")
@@ -1540,8 +1540,10 @@ class MemoryStore(FrontierStore):
 # -- checks of an exact snapshot (MemoryStore.restore) ---------------------------------------------
 
 
-def _checked_amount(value, what: str) -> float:
-    """A finite float not below zero (JSON already refuses NaN and Infinity)."""
+def checked_amount(value, what: str) -> float:
+    """An amount of cash read back from disk: finite and not negative. JSON
+    parsing already refuses NaN and Infinity; this refuses the rest a damaged
+    or edited line can hold ("abc", -5, 1e308), before anything is changed."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e30:
         raise ValueError(f"{what} {value!r} is not an amount of cash")
     return float(value)
@@ -1571,7 +1573,7 @@ def _checked_leases(exact: dict, next_lease: int) -> dict[str, tuple[int, float]
             raise ValueError(f"lease {lease!r} is not [url, id up to {next_lease}, cash]")
         if lease[0] in out or lease[1] in ids:
             raise ValueError(f"lease {lease!r} repeats a URL or an id")
-        out[lease[0]] = (lease[1], _checked_amount(lease[2], f"lease on {lease[0]}: cash"))
+        out[lease[0]] = (lease[1], checked_amount(lease[2], f"lease on {lease[0]}: cash"))
         ids.add(lease[1])
     return out
 
