@@ -19,7 +19,7 @@ import shutil
 import pytest
 
 from scrapy_aopic.recrawl.profile import RateProfile
-from scrapy_aopic.store import MemoryStore
+from scrapy_aopic.store import Link, MemoryStore
 from scrapy_aopic.store.journal import JobdirError, JournaledStore, read_snapshot, write_snapshot
 
 from .test_resume_exact import TARGETS, Driver, add_seeds, engine_on
@@ -193,3 +193,92 @@ def test_hostile_periods_are_refused_with_a_value_error():
         assert again[3] is None or 0 <= again[3] <= 1
         for hours in again[1:3]:
             assert hours is None or all(math.isfinite(h) and h >= 0 for h in hours)
+
+
+# -- each crash the fuzz found, named (each failed on main with the type said) --------------------------
+
+
+def _first_record(r):
+    return r[0]
+
+
+@pytest.mark.parametrize("damage, needle", [
+    (lambda h, r: h.update(injected=10**400), "injected"),  # OverflowError: int too large to convert
+    (lambda h, r: h.update(history_sum={}), "history_sum"),  # TypeError from float()
+    (lambda h, r: h.update(discovery_cash=None), "discovery_cash"),  # TypeError from float()
+    (lambda h, r: h.update(visits=None), "visits"),  # TypeError from int()
+    (lambda h, r: h.update(next_seq=2**40), "next_seq"),  # the names table cannot hold it
+    (lambda h, r: _first_record(r).__setitem__(0, None), "URL"),  # AttributeError: no .find
+    (lambda h, r: _first_record(r).__setitem__(1, []), "state"),  # TypeError from int()
+    (lambda h, r: _first_record(r).__setitem__(2, []), "cash"),  # TypeError from float()
+    (lambda h, r: _first_record(r).__setitem__(4, "str"), "last visit"),  # TypeError (a comparison)
+    (lambda h, r: _first_record(r).__setitem__(4, 10**400), "last visit"),  # OverflowError: math.isfinite
+    (lambda h, r: _first_record(r).__setitem__(5, -1.5), "visits"),  # KeyError 'Q' (array typecode)
+    (lambda h, r: _first_record(r).__setitem__(6, 2**63), "depth"),  # KeyError 'q' (array typecode)
+    (lambda h, r: _first_record(r).__setitem__(7, None), "seq"),  # TypeError from int()
+    (lambda h, r: _first_record(r).__setitem__(7, 10**9), "seq"),  # hung: a gap of 10**9 empty names
+    (lambda h, r: _first_record(r).__setitem__(8, 1e308), "host"),  # accepted: a host not a string
+    (lambda h, r: _first_record(r).__setitem__(10, True), "links"),  # TypeError: not iterable
+])
+def test_a_hostile_value_the_fuzz_found_is_refused_by_name(tmp_path, damage, needle):
+    jobdir = written(tmp_path, "pending-cash")
+    (path,) = jobdir.glob("snapshot.*.jsonl")
+    header, records = read_snapshot(path)
+    damage(header, records)
+    write_snapshot(path, header, records)
+    with pytest.raises(JobdirError, match="damaged") as caught:
+        JournaledStore(jobdir, "pending-cash")
+    assert needle in str(caught.value)
+    assert isinstance(caught.value.__context__, ValueError)
+
+
+def test_a_record_seq_beyond_next_seq_is_refused_by_restore():
+    """restore itself refuses it (salvage restores too, with the header's next_seq)."""
+    store = MemoryStore("pending")
+    store.inject(Link("http://h/a", "h", 0), 1.0)
+    header, records = store.snapshot()
+    records = [list(r) for r in records]
+    records[0][7] = 10**9
+    with pytest.raises(ValueError, match="seq 1000000000"):
+        MemoryStore.restore(header, records)
+
+
+@pytest.mark.parametrize("periods", [
+    [10**400, None, [0.0] * 24, None],  # OverflowError from float()
+    [0.0, [10**400] * 24, [0.0] * 24, None],
+    [0.0, None, [0.0] * 23 + [10**400], 0.5],
+    [0.0, None, [0.0] * 24, 10**400],
+])
+def test_periods_with_an_int_beyond_a_float_are_refused(periods):
+    state = _profile_state()
+    state["periods"] = periods
+    with pytest.raises(ValueError, match="recrawl profile state"):
+        RateProfile.from_state(state)
+
+
+def test_the_planner_loader_refuses_hostile_periods_with_a_value_error():
+    """What the re-crawl hook calls (it turns a ValueError into a logged
+    fresh start; an OverflowError went through it before)."""
+    from scrapy_aopic.recrawl.planner import RecrawlPlanner
+
+    planner = RecrawlPlanner(budget=50.0)
+    for i in range(300):
+        planner.on_visit(f"https://example.com/p{i % 20}", "example.com", 1e9 + i * 7200.0,
+                         changed=i % 3 == 0, new_links=0)
+    state0 = planner.to_state()
+    rng = random.Random(f"fuzz-planner{SEED}")
+    refused = 0
+    for _ in range(CASES):
+        state = copy.deepcopy(state0)
+        profile = rng.choice(list(state["profiles"].values()))
+        periods = profile["periods"]
+        spot = rng.randrange(4)
+        if isinstance(periods[spot], list) and rng.random() < 0.7:
+            periods[spot][rng.randrange(len(periods[spot]))] = hostile(rng, 0.0)
+        else:
+            periods[spot] = hostile(rng, periods[spot])
+        try:
+            RecrawlPlanner(budget=50.0).load_state(state)
+        except ValueError:
+            refused += 1
+    assert refused > CASES // 2
