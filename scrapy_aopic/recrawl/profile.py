@@ -763,7 +763,8 @@ class RateProfile:
 
     def _load_periods(self, periods) -> None:
         def number(value, what: str) -> float:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
+            # (an int beyond a float's range is refused here too: float() of it is an OverflowError)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1e300 < value < 1e300:
                 raise ValueError(f"recrawl profile state: {what} {value!r} is not a number")
             return float(value)
 

@@ -333,10 +333,13 @@ def check_record(value: Any) -> list:
         raise ValueError(f"{url}: state {state!r}")
     checked_amount(cash, f"{url}: cash")
     checked_amount(history, f"{url}: history")
-    if last_visit is not None and (type(last_visit) not in (int, float) or not math.isfinite(last_visit)):
+    # A range, not math.isfinite: that raises OverflowError on an int beyond a float's.
+    if last_visit is not None and (type(last_visit) not in (int, float) or not -1e300 < last_visit < 1e300):
         raise ValueError(f"{url}: last visit {last_visit!r}")
+    # Below 2**31: the store keeps them in arrays of machine integers (a
+    # bigger one is no count this store wrote, and would not fit).
     for number, what in ((visits, "visits"), (depth, "depth"), (seq, "seq")):
-        if type(number) is not int or number < 0:
+        if type(number) is not int or not 0 <= number < 2**31:
             raise ValueError(f"{url}: {what} {number!r}")
     links = value[10] if len(value) > 10 else None
     if links is not None and not (isinstance(links, list) and all(isinstance(u, str) for u in links)):
@@ -349,15 +352,30 @@ _HEADER_COUNTS = ("lambda_visits", "visits", "next_seq", "next_lease")
 _HEADER_AMOUNTS = ("injected", "lambda_cash", "lambda_history", "history_sum")
 
 
+def check_header(header: dict) -> dict:
+    """``header`` if its totals are amounts and counts (and its optional
+    fields, when present, too); raises :class:`ValueError` naming the
+    first that is not (so a bad value is refused by name, before
+    :meth:`MemoryStore.restore` meets it: ``float([])`` would be a
+    ``TypeError``, ``float(10**400)`` an ``OverflowError``)."""
+    for name in _HEADER_AMOUNTS:
+        checked_amount(header.get(name), f"header {name}")
+    if "discovery_cash" in header:
+        checked_amount(header["discovery_cash"], "header discovery_cash")
+    for name in _HEADER_COUNTS + ("virtual_visits",) * ("virtual_visits" in header):
+        value = header.get(name)
+        if type(value) is not int or value < 0:
+            raise ValueError(f"header {name} {value!r} is not a count")
+    if header["next_seq"] >= 2**31:  # the names table's slots are 32-bit
+        raise ValueError(f"header next_seq {header['next_seq']!r} is beyond the store's 2**31 accounts")
+    return header
+
+
 def _header_ok(header: dict | None) -> bool:
-    if not isinstance(header, dict):
-        return False
     try:
-        for name in _HEADER_AMOUNTS:
-            checked_amount(header[name], name)
-    except (KeyError, ValueError):
+        return isinstance(header, dict) and bool(check_header(header))
+    except ValueError:
         return False
-    return all(type(header.get(name)) is int and header[name] >= 0 for name in _HEADER_COUNTS)
 
 
 def _rebuilt_header(records: list[list], lambda_targets: str) -> dict:
@@ -508,6 +526,12 @@ class JournaledStore(FrontierStore):
         try:
             header, records = read_snapshot(path)
             _check_format(path, header)
+            # The checksum proves the file is the one written, not that what
+            # was written (or edited and sealed again) holds: each value is
+            # checked, as salvage checks it, so a bad one is named.
+            check_header(header)
+            for record in records:
+                check_record(record)
             store = MemoryStore.restore(header, records, priority_horizon=self.priority_horizon)
         except (DamagedFile, ValueError, KeyError, TypeError) as exc:
             raise JobdirError(f"aopic: snapshot {path} is damaged ({exc}). {WAY_OUT}") from None

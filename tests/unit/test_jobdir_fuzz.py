@@ -1,0 +1,284 @@
+"""Hostile input to the JOBDIR readers: a real snapshot (format 3, leases
+open) with ONE value changed and the checksum sealed again, so only the
+content checks stand between it and the crawl. Opened the way the
+scheduler opens it, each case is either refused with a ``JobdirError``
+saying "damaged" (the scheduler closes with ``jobdir_damaged``) from a
+``ValueError`` (never a ``TypeError``, ``OverflowError``... surfacing), or
+accepted with balanced books and consistent totals, and the crawl goes on.
+The same for the re-crawl profile's ``periods``. Seeded: the same cases
+every run."""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import random
+import shutil
+
+import pytest
+
+from scrapy_aopic.recrawl.profile import RateProfile
+from scrapy_aopic.store import Link, MemoryStore
+from scrapy_aopic.store.journal import JobdirError, JournaledStore, read_snapshot, write_snapshot
+
+from .test_resume_exact import TARGETS, Driver, add_seeds, engine_on
+
+#: per lambda-targets setting (a deeper run: AOPIC_FUZZ_CASES=3000 AOPIC_FUZZ_SEED=x)
+CASES = int(os.environ.get("AOPIC_FUZZ_CASES", 120))
+SEED = os.environ.get("AOPIC_FUZZ_SEED", "")
+
+
+def hostile(rng: random.Random, old):
+    """A value a damaged or edited file can hold in place of ``old``."""
+    choices = ["str", None, True, False, [], {}, -1, -1.5, 1e308, 10**400, 2**63, 0, 0.0, 1e-300, "1.5"]
+    if isinstance(old, (int, float)) and not isinstance(old, bool):
+        choices += [-old, old * 2 + 1, old + 1, old - 1, float(old) + 0.5]
+    if isinstance(old, list):
+        choices += [old[:-1], old + old[-1:], [old], old[::-1]]
+    return copy.deepcopy(rng.choice(choices))
+
+
+def mutate(rng: random.Random, header: dict, records: list[list]) -> str:
+    """Change one value (in place); returns where, for the failure message."""
+    exact = header["exact"]
+    where = rng.choice(["header", "exact", "exact", "marks", "leases", "leases", "record", "record"])
+    if where == "header":
+        key = rng.choice(sorted(k for k in header if k not in ("exact", "aopic_jobdir")))
+        header[key] = hostile(rng, header[key])
+        return f"header[{key}]={header[key]!r}"[:200]
+    if where == "exact":
+        key = rng.choice(sorted(exact))
+        exact[key] = hostile(rng, exact[key])
+        return f"exact[{key}]={exact[key]!r}"[:200]
+    if where == "marks" and exact["marks"]:
+        i = rng.randrange(len(exact["marks"]))
+        exact["marks"][i] = hostile(rng, exact["marks"][i])
+        return f"marks[{i}]={exact['marks'][i]!r}"
+    if where == "leases" and exact["leases"]:
+        leases = exact["leases"]
+        i = rng.randrange(len(leases))
+        kind = rng.randrange(4)
+        if kind == 0:  # a duplicate lease (same URL and id), or only the id repeated
+            twin = list(leases[i])
+            if rng.random() < 0.5:
+                twin[0] = twin[0] + "#twin"
+            leases.append(twin)
+        elif kind == 1:  # a lease naming a URL the snapshot does not hold
+            leases[i][0] = "http://unknown.example/" + str(i)
+        elif kind == 2:
+            leases[i] = hostile(rng, leases[i])
+        else:
+            j = rng.randrange(3)
+            leases[i][j] = hostile(rng, leases[i][j])
+        return f"leases[{i}] ({kind})={leases[i]!r}"[:200]
+    record = rng.choice(records)
+    j = rng.randrange(len(record) + 1)
+    if j == len(record):  # a record of another length
+        if rng.random() < 0.5:
+            record.pop()
+        else:
+            record.append(hostile(rng, 0))
+        return f"record {record[0]!r} of length {len(record)}"
+    if j == 12 and rng.random() < 0.5:
+        record[12] = rng.choice([len(exact["marks"]), -1, 10**6, 10**400])
+    else:
+        record[j] = hostile(rng, record[j])
+    return f"record {record[0]!r}[{j}]={record[j]!r}"[:200]
+
+
+def written(tmp_path, targets):
+    """A JOBDIR of a crawl killed with leases open (after a roll)."""
+    engine = engine_on(JournaledStore(tmp_path, targets, roll_entries=20), 0.05)
+    add_seeds(engine)
+    Driver(2, 3).run(engine, 120)
+    engine.store._lock.release()
+    return tmp_path
+
+
+def check_consistent(store: JournaledStore) -> None:
+    accounts, lambda_cash, in_flight, injected = store.recount()
+    assert abs(accounts + lambda_cash + in_flight - injected) <= 1e-9 * max(injected, 1.0)
+    t = store.totals()
+    views = list(store.iter_accounts())
+    assert t.known == len(views)
+    assert t.pending == sum(v.state == 0 for v in views)
+    for v in views:
+        assert isinstance(v.url, str) and isinstance(v.host, str)
+        assert math.isfinite(v.cash) and v.cash >= 0 and math.isfinite(v.history) and v.history >= 0
+
+
+def open_hostile(jobdir, targets):
+    """``None`` when accepted (the crawl then goes on), else the message."""
+    try:
+        store = JournaledStore(jobdir, targets)
+    except JobdirError as exc:
+        cause = exc.__context__
+        assert cause is None or isinstance(cause, ValueError), f"{type(cause).__name__}: {cause}"
+        assert "damaged" in str(exc) or "journal" in str(exc)
+        return str(exc)
+    try:
+        check_consistent(store)
+        engine = engine_on(store, 0.05)
+        Driver(7, 2).run(engine, 30)
+        check_consistent(store)
+    finally:
+        store.close()
+    return None
+
+
+@pytest.mark.parametrize("targets", TARGETS)
+def test_a_snapshot_with_one_hostile_value_is_refused_or_consistent(tmp_path, targets):
+    template = written(tmp_path / "template", targets)
+    (path,) = template.glob("snapshot.*.jsonl")
+    header0, records0 = read_snapshot(path)
+    rng = random.Random(f"fuzz-{targets}{SEED}")
+    refused = 0
+    failures = []
+    for case in range(CASES):
+        jobdir = tmp_path / str(case)
+        shutil.copytree(template, jobdir)
+        header, records = copy.deepcopy(header0), copy.deepcopy(records0)
+        where = mutate(rng, header, records)
+        write_snapshot(jobdir / path.name, header, records)  # sealed again: only the values are wrong
+        try:
+            refused += open_hostile(jobdir, targets) is not None
+        except Exception as exc:  # noqa: BLE001 - every case is named in the failure
+            failures.append(f"case {case}: {where}: {type(exc).__name__}: {str(exc)[:300]}")
+        shutil.rmtree(jobdir)
+    assert not failures, "\n".join(failures)
+    assert refused > CASES // 3  # most hostile values are caught (a changed depth or seq need not be)
+
+
+def test_an_unchanged_snapshot_opens(tmp_path):
+    """The fuzz's template itself is fine (so a refusal is the mutation's)."""
+    for targets in TARGETS:
+        assert open_hostile(written(tmp_path / targets, targets), targets) is None
+
+
+# -- the re-crawl profile's periods ------------------------------------------------------------------
+
+
+def _profile_state():
+    profile = RateProfile()
+    for i in range(60):
+        profile.observe(i * 3000.0, (i + 1) * 3000.0, 1.0 if i % 3 == 0 else 0.0)
+    state = profile.to_state()
+    assert state["periods"][2] is not None
+    return state
+
+
+def test_hostile_periods_are_refused_with_a_value_error():
+    state0 = _profile_state()
+    rng = random.Random(f"fuzz-periods{SEED}")
+    for case in range(CASES * 2):
+        state = copy.deepcopy(state0)
+        periods = state["periods"]
+        spot = rng.randrange(6)
+        if spot == 5:
+            state["periods"] = hostile(rng, periods)
+        elif spot == 4 or not isinstance(periods[spot], list):
+            periods[spot % 4] = hostile(rng, periods[spot % 4])
+        else:
+            periods[spot][rng.randrange(24)] = hostile(rng, 0.0)
+        try:
+            profile = RateProfile.from_state(state)
+        except ValueError:
+            continue
+        except Exception as exc:  # noqa: BLE001
+            raise AssertionError(f"case {case}: periods {state['periods']!r}: {type(exc).__name__}: {exc}")
+        # accepted: it plans with finite numbers
+        again = profile.to_state()["periods"]
+        assert again[0] is None or math.isfinite(again[0])
+        assert again[3] is None or 0 <= again[3] <= 1
+        for hours in again[1:3]:
+            assert hours is None or all(math.isfinite(h) and h >= 0 for h in hours)
+
+
+# -- each crash the fuzz found, named (each failed on main with the type said) --------------------------
+
+
+def _first_record(r):
+    return r[0]
+
+
+@pytest.mark.parametrize("damage, needle", [
+    (lambda h, r: h.update(injected=10**400), "injected"),  # OverflowError: int too large to convert
+    (lambda h, r: h.update(history_sum={}), "history_sum"),  # TypeError from float()
+    (lambda h, r: h.update(discovery_cash=None), "discovery_cash"),  # TypeError from float()
+    (lambda h, r: h.update(visits=None), "visits"),  # TypeError from int()
+    (lambda h, r: h.update(next_seq=2**40), "next_seq"),  # the names table cannot hold it
+    (lambda h, r: _first_record(r).__setitem__(0, None), "URL"),  # AttributeError: no .find
+    (lambda h, r: _first_record(r).__setitem__(1, []), "state"),  # TypeError from int()
+    (lambda h, r: _first_record(r).__setitem__(2, []), "cash"),  # TypeError from float()
+    (lambda h, r: _first_record(r).__setitem__(4, "str"), "last visit"),  # TypeError (a comparison)
+    (lambda h, r: _first_record(r).__setitem__(4, 10**400), "last visit"),  # OverflowError: math.isfinite
+    (lambda h, r: _first_record(r).__setitem__(5, -1.5), "visits"),  # KeyError 'Q' (array typecode)
+    (lambda h, r: _first_record(r).__setitem__(6, 2**63), "depth"),  # KeyError 'q' (array typecode)
+    (lambda h, r: _first_record(r).__setitem__(7, None), "seq"),  # TypeError from int()
+    (lambda h, r: _first_record(r).__setitem__(7, 10**9), "seq"),  # hung: a gap of 10**9 empty names
+    (lambda h, r: _first_record(r).__setitem__(8, 1e308), "host"),  # accepted: a host not a string
+    (lambda h, r: _first_record(r).__setitem__(10, True), "links"),  # TypeError: not iterable
+])
+def test_a_hostile_value_the_fuzz_found_is_refused_by_name(tmp_path, damage, needle):
+    jobdir = written(tmp_path, "pending-cash")
+    (path,) = jobdir.glob("snapshot.*.jsonl")
+    header, records = read_snapshot(path)
+    damage(header, records)
+    write_snapshot(path, header, records)
+    with pytest.raises(JobdirError, match="damaged") as caught:
+        JournaledStore(jobdir, "pending-cash")
+    assert needle in str(caught.value)
+    assert isinstance(caught.value.__context__, ValueError)
+
+
+def test_a_record_seq_beyond_next_seq_is_refused_by_restore():
+    """restore itself refuses it (salvage restores too, with the header's next_seq)."""
+    store = MemoryStore("pending")
+    store.inject(Link("http://h/a", "h", 0), 1.0)
+    header, records = store.snapshot()
+    records = [list(r) for r in records]
+    records[0][7] = 10**9
+    with pytest.raises(ValueError, match="seq 1000000000"):
+        MemoryStore.restore(header, records)
+
+
+@pytest.mark.parametrize("periods", [
+    [10**400, None, [0.0] * 24, None],  # OverflowError from float()
+    [0.0, [10**400] * 24, [0.0] * 24, None],
+    [0.0, None, [0.0] * 23 + [10**400], 0.5],
+    [0.0, None, [0.0] * 24, 10**400],
+])
+def test_periods_with_an_int_beyond_a_float_are_refused(periods):
+    state = _profile_state()
+    state["periods"] = periods
+    with pytest.raises(ValueError, match="recrawl profile state"):
+        RateProfile.from_state(state)
+
+
+def test_the_planner_loader_refuses_hostile_periods_with_a_value_error():
+    """What the re-crawl hook calls (it turns a ValueError into a logged
+    fresh start; an OverflowError went through it before)."""
+    from scrapy_aopic.recrawl.planner import RecrawlPlanner
+
+    planner = RecrawlPlanner(budget=50.0)
+    for i in range(300):
+        planner.on_visit(f"https://example.com/p{i % 20}", "example.com", 1e9 + i * 7200.0,
+                         changed=i % 3 == 0, new_links=0)
+    state0 = planner.to_state()
+    rng = random.Random(f"fuzz-planner{SEED}")
+    refused = 0
+    for _ in range(CASES):
+        state = copy.deepcopy(state0)
+        profile = rng.choice(list(state["profiles"].values()))
+        periods = profile["periods"]
+        spot = rng.randrange(4)
+        if isinstance(periods[spot], list) and rng.random() < 0.7:
+            periods[spot][rng.randrange(len(periods[spot]))] = hostile(rng, 0.0)
+        else:
+            periods[spot] = hostile(rng, periods[spot])
+        try:
+            RecrawlPlanner(budget=50.0).load_state(state)
+        except ValueError:
+            refused += 1
+    assert refused > CASES // 2
