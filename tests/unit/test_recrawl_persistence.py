@@ -5,21 +5,13 @@ profile's hour-of-day rhythm persisted from one period to the next
 from __future__ import annotations
 
 import json
-import math
 import random
 
 import pytest
 
 from scrapy_aopic.recrawl.profile import DAY, HOUR, RateProfile
 from scrapy_aopic.recrawl.simulate import EPOCH_MONDAY as MONDAY
-
-
-def _poisson(rng: random.Random, mean: float) -> int:
-    limit, k, p = math.exp(-mean), 0, rng.random()
-    while p > limit:
-        k += 1
-        p *= rng.random()
-    return k
+from tests.unit.test_recrawl import poisson_count
 
 
 def _fed(busy_start, weeks: int = 10, step: float = HOUR, seed: int = 3) -> RateProfile:
@@ -38,7 +30,7 @@ def _fed(busy_start, weeks: int = 10, step: float = HOUR, seed: int = 3) -> Rate
             start = busy_start(u)
             mean += base * (6.0 if (int(u // HOUR) - start) % 24 < 8 else 1.0)
             u += HOUR
-        n = _poisson(rng, mean)
+        n = poisson_count(rng, mean)
         profile.observe(t, t + step, n, at=t + HOUR / 2 if step == HOUR else None)
         t += step
     return profile

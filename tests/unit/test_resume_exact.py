@@ -204,13 +204,18 @@ def test_a_snapshot_read_back_is_the_store_that_wrote_it(tmp_path):
 # -- the snapshot is checked ----------------------------------------------------------------------
 
 
-def _written(tmp_path, targets="pending-cash"):
-    run = Driver(2, 3)
+def _killed(tmp_path, targets, run):
+    """The snapshot of a 120-step crawl killed with leases open."""
     engine = engine_on(JournaledStore(tmp_path, targets, roll_entries=20), 0.05)
     add_seeds(engine)
     run.run(engine, 120)
     engine.store._lock.release()  # killed with leases open
     (path,) = tmp_path.glob("snapshot.*.jsonl")
+    return path
+
+
+def _written(tmp_path, targets="pending-cash"):
+    path = _killed(tmp_path, targets, Driver(2, 3))
     header, records = read_snapshot(path)
     assert header["aopic_jobdir"]["format"] == FORMAT == 3
     return path, header, records
@@ -314,12 +319,7 @@ def test_salvage_of_a_lost_header_loses_lambda_s_cash_only(tmp_path, targets):
     after the snapshot pay less without that cash, so the leases they fed
     hold less than the visits journaled spent, and the replay stops there,
     said and counted: as with format 2.)"""
-    run = Driver(4, 3)
-    engine = engine_on(JournaledStore(tmp_path, targets, roll_entries=20), 0.05)
-    add_seeds(engine)
-    run.run(engine, 120)
-    engine.store._lock.release()  # killed with leases open
-    (path,) = tmp_path.glob("snapshot.*.jsonl")
+    path = _killed(tmp_path, targets, Driver(4, 3))
     next(tmp_path.glob("journal.*.jsonl")).unlink()
     lines = path.read_bytes().splitlines(keepends=True)
     header, exact = json.loads(lines[0]), json.loads(lines[1])["exact"]
