@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_e2e import CANDIDATES, ROOT, serve  # noqa: E402
 
 
-def crawl(seed: str, tree: Path, settings: list[str], workdir: Path, census: bool = False) -> dict:
+def crawl(seed: str, tree: Path, settings: list[str], workdir: Path, census: bool = False, links: bool = False) -> dict:
     stem = workdir / f"crawl-{time.monotonic_ns()}"
     command = [
         sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"seeds={seed}", "-a", "allowed_domains=127.0.0.1",
@@ -51,6 +51,8 @@ def crawl(seed: str, tree: Path, settings: list[str], workdir: Path, census: boo
     ]
     if census:
         command += ["-s", "E2E_PARTS_CENSUS=True"]
+    if links:
+        command += ["-s", "E2E_PARTS_LINKS=True"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(command, cwd=tree / "example_project", check=True, stdout=subprocess.DEVNULL,
                    env={"PYTHONPATH": f"{tree}:{ROOT / 'benchmarks'}", "PATH": "/usr/bin:/bin"})
@@ -89,6 +91,9 @@ def main() -> None:
     parser.add_argument("--gc-freeze", action="store_true",
                         help="every setup calls gc.freeze() as the spider opens (a process-wide measurement, "
                              "plain Scrapy included; not what the add-on does)")
+    parser.add_argument("--links", action="store_true",
+                        help="time the steps of the frontier's link work too (per-call wrappers: they add to "
+                             "the frontier's total; read that from a run without them)")
     parser.add_argument("--addon-setting", action="append", default=[], metavar="NAME=VALUE",
                         help="a Scrapy setting for every add-on crawl; repeat")
     args = parser.parse_args()
@@ -111,7 +116,7 @@ def main() -> None:
             for name in order:
                 tree, settings = setups[name]
                 frozen = ["-s", "E2E_PARTS_GC_FREEZE=True"] if args.gc_freeze else []
-                results[name].append(crawl(seed, tree, settings + frozen, Path(tmp), args.gc))
+                results[name].append(crawl(seed, tree, settings + frozen, Path(tmp), args.gc, args.links))
                 print(f"  round {round_number + 1}: {name:<22} {results[name][-1]['crawl CPU']:.2f} CPU ms a page",
                       flush=True)
     server.shutdown()
