@@ -64,6 +64,13 @@ def crawl(seed: str, tree: Path, settings: list[str], workdir: Path, census: boo
     census = parts.pop("gc census")
     figures = {"crawl CPU": cpu * 1000 / pages}
     figures.update({part: ms / pages for part, (ms, _calls) in parts.items()})
+    whole = "near-dup: whole middleware"
+    if whole in figures:
+        # What the middleware costs beyond its timed steps, and beyond
+        # Scrapy's parse, which runs inside it (the first to ask for the
+        # selector) but which the spider would pay anyway.
+        inside = sum(value for part, value in figures.items() if part.endswith(f" [inside: {whole}]"))
+        figures["near-dup: rest (whole minus the parts inside it)"] = figures[whole] - inside
     # The collector per page: passes by generation, and at close the objects
     # it tracks (a full pass visits each) and the most numerous types.
     figures.update({f"{part}: passes a crawl": calls for part, (_ms, calls) in parts.items()
