@@ -1,7 +1,7 @@
 """Where a crawl's CPU goes, part by part, measured inside the crawl (issue 18, item 4).
 
     python benchmarks/bench_e2e_parts.py [--root DIR] [--rounds 2] [--base CHECKOUT]
-                                         [--gc] [--gc-freeze]
+                                         [--gc] [--gc-freeze] [--links]
                                          [--addon-setting NAME=VALUE ...]
 
 Crawls a documentation tree as ``bench_e2e.py`` does (same spider, same
@@ -17,6 +17,14 @@ collector by generation. In-process benchmarks (``bench_page_work.py``)
 time the same steps in a tight loop, where their code and data stay in the
 CPU's caches: inside a crawl, between Scrapy's and Twisted's work, they
 cost more, and only this says how much.
+
+A part timed inside another is printed a second time as ``PART [inside:
+OUTER]`` (a collection too, as ``gc [inside: OUTER]``): Scrapy's parse runs
+inside the near-duplicate middleware, the first to ask for the selector,
+and ``near-dup: rest`` is the middleware's time net of every part inside it.
+``--links`` also times the steps of the frontier's link work (canonical
+key, each link filter, ``store.knows``, the ledger's credit...; wrappers of
+about 1 µs a call, per link: they add to the frontier's total).
 
 ``--gc`` counts, before every full collection, the objects the collector
 tracks, by type (what a full pass traverses; the count costs CPU, so read
