@@ -46,8 +46,9 @@ PARTS = [
 #: With ``E2E_PARTS_LINKS``, the steps of the frontier's link work too, each
 #: timed per call (per link for most: the wrappers add about 1 µs a call, 0.02
 #: ms a PostgreSQL page each, to the frontier's total; read that total from a
-#: run without them). Class attributes wrapped, instances' bound attributes
-#: too (the canonicalizer and the link filter chain are objects).
+#: run without them). Wrapped on their classes (static and class methods
+#: kept as such), before the crawl builds the frontier and the middlewares
+#: that bind them (extensions come first).
 LINK_PARTS = [
     ("scrapy_aopic.hygiene.canonical", "Canonicalizer", "__call__", "links: canonical key (memo)"),
     ("scrapy_aopic.frontier.linkfilters", "LinkFilterChain", "refusal", "links: link filters (all)"),
