@@ -1,7 +1,7 @@
 """Where a crawl's CPU goes, part by part, measured inside the crawl (issue 18, item 4).
 
     python benchmarks/bench_e2e_parts.py [--root DIR] [--rounds 2] [--base CHECKOUT]
-                                         [--gc] [--gc-freeze]
+                                         [--gc] [--gc-freeze] [--links]
                                          [--addon-setting NAME=VALUE ...]
 
 Crawls a documentation tree as ``bench_e2e.py`` does (same spider, same
@@ -17,6 +17,14 @@ collector by generation. In-process benchmarks (``bench_page_work.py``)
 time the same steps in a tight loop, where their code and data stay in the
 CPU's caches: inside a crawl, between Scrapy's and Twisted's work, they
 cost more, and only this says how much.
+
+A part timed inside another is printed a second time as ``PART [inside:
+OUTER]`` (a collection too, as ``gc [inside: OUTER]``): Scrapy's parse runs
+inside the near-duplicate middleware, the first to ask for the selector,
+and ``near-dup: rest`` is the middleware's time net of every part inside it.
+``--links`` also times the steps of the frontier's link work (canonical
+key, each link filter, ``store.knows``, the ledger's credit...; wrappers of
+about 1 µs a call, per link: they add to the frontier's total).
 
 ``--gc`` counts, before every full collection, the objects the collector
 tracks, by type (what a full pass traverses; the count costs CPU, so read
@@ -41,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_e2e import CANDIDATES, ROOT, serve  # noqa: E402
 
 
-def crawl(seed: str, tree: Path, settings: list[str], workdir: Path, census: bool = False) -> dict:
+def crawl(seed: str, tree: Path, settings: list[str], workdir: Path, census: bool = False, links: bool = False) -> dict:
     stem = workdir / f"crawl-{time.monotonic_ns()}"
     command = [
         sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"seeds={seed}", "-a", "allowed_domains=127.0.0.1",
@@ -51,6 +59,8 @@ def crawl(seed: str, tree: Path, settings: list[str], workdir: Path, census: boo
     ]
     if census:
         command += ["-s", "E2E_PARTS_CENSUS=True"]
+    if links:
+        command += ["-s", "E2E_PARTS_LINKS=True"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(command, cwd=tree / "example_project", check=True, stdout=subprocess.DEVNULL,
                    env={"PYTHONPATH": f"{tree}:{ROOT / 'benchmarks'}", "PATH": "/usr/bin:/bin"})
@@ -62,6 +72,13 @@ def crawl(seed: str, tree: Path, settings: list[str], workdir: Path, census: boo
     census = parts.pop("gc census")
     figures = {"crawl CPU": cpu * 1000 / pages}
     figures.update({part: ms / pages for part, (ms, _calls) in parts.items()})
+    whole = "near-dup: whole middleware"
+    if whole in figures:
+        # What the middleware costs beyond its timed steps, and beyond
+        # Scrapy's parse, which runs inside it (the first to ask for the
+        # selector) but which the spider would pay anyway.
+        inside = sum(value for part, value in figures.items() if part.endswith(f" [inside: {whole}]"))
+        figures["near-dup: rest (whole minus the parts inside it)"] = figures[whole] - inside
     # The collector per page: passes by generation, and at close the objects
     # it tracks (a full pass visits each) and the most numerous types.
     figures.update({f"{part}: passes a crawl": calls for part, (_ms, calls) in parts.items()
@@ -89,6 +106,9 @@ def main() -> None:
     parser.add_argument("--gc-freeze", action="store_true",
                         help="every setup calls gc.freeze() as the spider opens (a process-wide measurement, "
                              "plain Scrapy included; not what the add-on does)")
+    parser.add_argument("--links", action="store_true",
+                        help="time the steps of the frontier's link work too (per-call wrappers: they add to "
+                             "the frontier's total; read that from a run without them)")
     parser.add_argument("--addon-setting", action="append", default=[], metavar="NAME=VALUE",
                         help="a Scrapy setting for every add-on crawl; repeat")
     args = parser.parse_args()
@@ -111,7 +131,7 @@ def main() -> None:
             for name in order:
                 tree, settings = setups[name]
                 frozen = ["-s", "E2E_PARTS_GC_FREEZE=True"] if args.gc_freeze else []
-                results[name].append(crawl(seed, tree, settings + frozen, Path(tmp), args.gc))
+                results[name].append(crawl(seed, tree, settings + frozen, Path(tmp), args.gc, args.links))
                 print(f"  round {round_number + 1}: {name:<22} {results[name][-1]['crawl CPU']:.2f} CPU ms a page",
                       flush=True)
     server.shutdown()

@@ -6,6 +6,10 @@ functions below with a CPU-time clock (``time.thread_time``: the crawl's
 own thread, not the other jobs on the machine), times Python's garbage
 collections by generation (``gc.callbacks``: CPU, passes, objects
 collected), and at close writes one JSON object ``{part: [CPU ms, calls]}``
+(a part that ran inside another timed part, or a collection that did, is
+also written as ``"PART [inside: OUTER]"``: the near-duplicate middleware
+is the first to ask for ``response.selector``, so Scrapy's parse, which
+plain Scrapy pays in the spider, runs inside it)
 plus the process CPU since the crawler was built and, under the key
 ``"gc census"``, the collector's view of the heap: the objects it tracks at
 close (in total and in the oldest generation) and the most numerous tracked
@@ -39,9 +43,29 @@ PARTS = [
     ("scrapy_aopic.frontier", "Frontier", "visit", "frontier: a page's links"),
 ]
 
+#: With ``E2E_PARTS_LINKS``, the steps of the frontier's link work too, each
+#: timed per call (per link for most: the wrappers add about 1 µs a call, 0.02
+#: ms a PostgreSQL page each, to the frontier's total; read that total from a
+#: run without them). Wrapped on their classes (static and class methods
+#: kept as such), before the crawl builds the frontier and the middlewares
+#: that bind them (extensions come first).
+LINK_PARTS = [
+    ("scrapy_aopic.hygiene.canonical", "Canonicalizer", "__call__", "links: canonical key (memo)"),
+    ("scrapy_aopic.frontier.linkfilters", "LinkFilterChain", "refusal", "links: link filters (all)"),
+    ("scrapy_aopic.frontier.offsite", "OffsiteLinkFilter", "__call__", "links: filter offsite"),
+    ("scrapy_aopic.middlewares.traps", "TrapGuardMiddleware", "link_filter", "links: filter traps"),
+    ("scrapy_aopic.hygiene.url_patterns", "DuplicatePatterns", "link_filter", "links: filter dup patterns"),
+    ("scrapy_aopic.store.memory", "MemoryStore", "knows", "links: store knows"),
+    ("scrapy_aopic.frontier", "Frontier", "_request_data", "links: encode new request"),
+    ("scrapy_aopic.frontier", "Frontier", "_link_host", "links: link host"),
+    ("scrapy_aopic.frontier.ledger", "Ledger", "visit", "links: ledger visit (credit)"),
+    ("scrapy_aopic.frontier", "Frontier", "_count_refusal", "links: count refusal"),
+    ("scrapy.signalmanager", "SignalManager", "send_catch_log", "signals sent (all, any caller)"),
+]
+
 
 class CrawlParts:
-    def __init__(self, path: str, census: bool = False):
+    def __init__(self, path: str, census: bool = False, links: bool = False):
         self.path = Path(path)
         # With E2E_PARTS_CENSUS, every full pass first counts what it is
         # about to traverse (outside its timing, not outside the crawl's CPU):
@@ -53,10 +77,11 @@ class CrawlParts:
         self.spent: collections.Counter = collections.Counter()
         self.calls: collections.Counter = collections.Counter()
         self._gc_start = 0.0
+        self.active: list[str] = []  # the timed parts running, innermost last
         self.collected: collections.Counter = collections.Counter()
         import parsel.selector  # noqa: F401  (the spider's first response imports it anyway)
 
-        for module_name, owner_name, name, part in PARTS:
+        for module_name, owner_name, name, part in PARTS + (LINK_PARTS if links else []):
             # Only what the crawl imported itself (the add-on's middlewares
             # are imported as it sets the crawl up, before extensions): with
             # near-duplicates off, numpy must stay unimported.
@@ -65,20 +90,34 @@ class CrawlParts:
                 continue
             owner = getattr(module, owner_name) if owner_name else module
             if hasattr(owner, name):
-                setattr(owner, name, self._timed(getattr(owner, name), part))
+                original = owner.__dict__.get(name) if isinstance(owner, type) else None
+                if isinstance(original, (staticmethod, classmethod)):
+                    wrapped = type(original)(self._timed(original.__func__, part))
+                else:
+                    wrapped = self._timed(getattr(owner, name), part)
+                setattr(owner, name, wrapped)
         gc.callbacks.append(self._gc)
         self.started = time.process_time()
 
     def _timed(self, function, part):
-        spent, calls, clock = self.spent, self.calls, time.thread_time
+        spent, calls, clock, active = self.spent, self.calls, time.thread_time, self.active
 
         def timed(*args, **kwargs):
+            active.append(part)
             start = clock()
             try:
                 return function(*args, **kwargs)
             finally:
-                spent[part] += clock() - start
+                used = clock() - start
+                active.pop()
+                spent[part] += used
                 calls[part] += 1
+                if active and active[-1] != part:
+                    # Also counted inside the part that called it: "the
+                    # rest" of a part is its time minus these.
+                    inside = f"{part} [inside: {active[-1]}]"
+                    spent[inside] += used
+                    calls[inside] += 1
 
         return timed
 
@@ -89,8 +128,13 @@ class CrawlParts:
             self._gc_start = time.thread_time()
         else:
             part = f"gc generation {info['generation']}"
-            self.spent[part] += time.thread_time() - self._gc_start
+            used = time.thread_time() - self._gc_start
+            self.spent[part] += used
             self.calls[part] += 1
+            if self.active:  # a collection inside a timed part counts in its time
+                inside = f"gc [inside: {self.active[-1]}]"
+                self.spent[inside] += used
+                self.calls[inside] += 1
             self.collected[part] += info["collected"]
 
     @classmethod
@@ -98,7 +142,7 @@ class CrawlParts:
         path = crawler.settings.get("E2E_PARTS_FILE")
         if not path:
             raise NotConfigured("E2E_PARTS_FILE is not set")
-        extension = cls(path, crawler.settings.getbool("E2E_PARTS_CENSUS"))
+        extension = cls(path, crawler.settings.getbool("E2E_PARTS_CENSUS"), crawler.settings.getbool("E2E_PARTS_LINKS"))
         crawler.signals.connect(extension.spider_closed, signal=signals.spider_closed)
         if crawler.settings.getbool("E2E_PARTS_GC_FREEZE"):
             # A measurement, not a product change: what every setup (plain

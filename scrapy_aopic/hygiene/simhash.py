@@ -267,16 +267,33 @@ def _md5_feature(feature: str) -> int:
     return int.from_bytes(hashlib.md5(feature.encode("utf-8")).digest()[-8:], "big")
 
 
+#: Hashes up to which :func:`_majority` counts with one bincount (measured:
+#: 12 against 25 µs at 50 hashes, even at about 400).
+SMALL_MAJORITY = 256
+_BYTE_OFFSETS = np.arange(0, 2048, 256, dtype=np.intp)
+
+
 def _majority(hashes: np.ndarray, weights: np.ndarray | None, total: float) -> int:
     """Fingerprint whose bit b is set when the (weighted) count of hashes
     with bit b set exceeds ``total / 2`` (strictly, as the reference)."""
-    # Count each byte position's values, then bits: 8 bincounts over n
-    # bytes beat unpacking n*64 bits (and one bincount over the 8n bytes
-    # with 2,048 bins: slower from about a thousand distinct words).
+    # Count each byte position's values, then bits: bincounts over bytes
+    # beat unpacking n*64 bits. Up to SMALL_MAJORITY hashes (a short page's
+    # distinct words) one bincount over all 8n bytes, byte position j's
+    # values shifted to bins 256j.., costs less than eight calls; beyond,
+    # its 2,048 bins cost more than the calls. The same sums either way:
+    # bincount adds each bin's weights in input order, and both orders are
+    # hash by hash (row-major).
     byte_values = hashes.view(np.uint8).reshape(-1, 8)
-    counts = np.empty((8, 256), dtype=np.float64)
-    for j in range(8):  # little-endian byte j holds bits 8j..8j+7
-        counts[j] = np.bincount(byte_values[:, j], weights=weights, minlength=256)
+    if len(hashes) <= SMALL_MAJORITY:
+        positions = byte_values + _BYTE_OFFSETS
+        spread = None if weights is None else np.repeat(weights, 8)
+        counts = np.bincount(positions.ravel(), weights=spread, minlength=2048).reshape(8, 256)
+        if weights is None:
+            counts = counts.astype(np.float64)
+    else:
+        counts = np.empty((8, 256), dtype=np.float64)
+        for j in range(8):  # little-endian byte j holds bits 8j..8j+7
+            counts[j] = np.bincount(byte_values[:, j], weights=weights, minlength=256)
     bit_counts = (counts @ _BYTE_BITS).ravel()  # index 8j+t = bit 8j+t
     bits = bit_counts > total / 2
     return int.from_bytes(np.packbits(bits, bitorder="little").tobytes(), "little")

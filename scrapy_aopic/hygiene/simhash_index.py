@@ -26,6 +26,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from .simhash import _EMPTY_BIN
+
 __all__ = ["SimhashIndex"]
 
 _BITS = 64
@@ -216,8 +218,11 @@ class SimhashIndex:
     # -- querying -----------------------------------------------------------
 
     def _distances(self, fp: int) -> tuple[np.ndarray, np.ndarray]:
-        """Candidate ids (with repeats) and their distances to ``fp``."""
-        parts = [table.candidates(fp) for table in self._tables]
+        """Candidate ids (with repeats) and their distances to ``fp``.
+        Until the first merge the tables are empty and the ids are the
+        buffer's, each once and ascending (a crawl's first ``buffer_size``
+        pages: 5 table probes a page saved)."""
+        parts = [table.candidates(fp) for table in self._tables] if self._merged else []
         if self._merged < self._size:
             parts.append(np.arange(self._merged, self._size, dtype=np.uint32))
         ids = np.concatenate(parts) if parts else np.empty(0, dtype=np.uint32)
@@ -242,6 +247,8 @@ class SimhashIndex:
         within ``k`` of ``fp``, as arrays."""
         ids, distances = self._distances(fp)
         close = distances <= self.k
+        if not self._merged:  # the buffer's ids alone: each once, ascending already
+            return ids[close], distances[close]
         ids, first = np.unique(ids[close], return_index=True)
         return ids, distances[close][first]
 
@@ -345,8 +352,6 @@ class NearDuplicateIndex:
         """``(id, distance)`` of the closest confirmed original (the earliest
         among equals), or ``None``. ``chars``: the page's word characters
         (0 = unknown: no length guard)."""
-        from .simhash import _EMPTY_BIN
-
         ids, distances = self.index.within(fingerprint)
         if not len(ids):
             return None

@@ -356,6 +356,38 @@ def test_index_finds_exactly_what_brute_force_finds(k, blocks):
     assert len(index) == 500 and index.fingerprint(7) == stored[7]
 
 
+def _within(index, fp):
+    ids, distances = index.within(fp)
+    # (an empty answer's dtypes are whatever the candidates' were: only its
+    # length is read)
+    dtypes = (ids.dtype, distances.dtype) if len(ids) else None
+    return dtypes, list(zip(ids.tolist(), distances.tolist()))
+
+
+@pytest.mark.parametrize("k", [0, 3, 4])
+def test_within_before_and_after_the_first_merge_is_brute_force(k):
+    """Before its first merge an index answers from its buffer alone (no
+    table probes, no de-duplication): the same ids, distances and dtypes
+    as once every fingerprint is in the tables."""
+    rng = random.Random(k)
+    centres = [rng.getrandbits(64) for _ in range(5)]
+    buffered = SimhashIndex(k=k)  # 4,096 fingerprints buffered: never merged here
+    merged = SimhashIndex(k=k, buffer_size=1)  # merged at every add
+    stored: list[int] = []
+    for step in range(300):
+        fp = rng.choice(centres)
+        for bit in rng.sample(range(64), rng.randint(0, k + 2)):
+            fp ^= 1 << bit
+        expected = sorted(_brute_force(stored, fp, k))
+        assert buffered._merged == 0
+        assert _within(buffered, fp) == _within(merged, fp), step
+        assert _within(buffered, fp)[1] == expected, step
+        buffered.add(fp)
+        merged.add(fp)
+        stored.append(fp)
+    assert sum(bool(_within(buffered, fp)[1]) for fp in stored) == len(stored)
+
+
 def test_index_is_compact_and_survives_save_and_load(tmp_path):
     generator = np.random.default_rng(1)
     fingerprints = generator.integers(0, 2**64 - 1, size=50_000, dtype=np.uint64, endpoint=True)
@@ -924,3 +956,21 @@ def test_learned_pattern_refuses_queued_urls_as_they_are_leased(vocabulary, back
         assert in_flight == 0.0
         assert abs(accounts + lambda_cash + in_flight - injected) <= 1e-9 * max(injected, 1.0)
         assert frontier.store.totals().pending == 0 and frontier.store.open_leases() == []
+
+
+def test_no_table_is_probed_before_the_first_merge(monkeypatch):
+    """A crawl's first ``buffer_size`` pages are looked up in the buffer
+    alone: the tables are empty until the first merge."""
+    from scrapy_aopic.hygiene import simhash_index
+
+    probes = []
+    candidates = simhash_index._Table.candidates
+    monkeypatch.setattr(simhash_index._Table, "candidates",
+                        lambda table, fp: probes.append(fp) or candidates(table, fp))
+    index = SimhashIndex(k=3, buffer_size=4)
+    for fp in (1, 2, 3):
+        index.add(fp)
+        assert index.query(fp | 8) and index.within(fp)[0].size
+    assert probes == []
+    index.add(4)  # the fourth: merged
+    assert index.nearest(5) == (0, 1) and len(probes) == len(index._tables)

@@ -16,6 +16,7 @@ from scrapy_aopic.hygiene.simhash import (
     _BYTE_BITS,
     _EMPTY_BIN,
     _majority,
+    SMALL_MAJORITY,
     _splitmix64,
     _words_simhash,
     SKETCH_BINS,
@@ -78,12 +79,17 @@ def _hashes(rng: random.Random, n: int, bits: int = 64) -> np.ndarray:
 @pytest.mark.parametrize("seed", range(3))
 def test_majority_is_the_per_position_bincounts(seed):
     rng = random.Random(seed)
-    for n in (1, 2, 3, 7, 50, 1000):
+    # Both ways of counting: one bincount up to SMALL_MAJORITY hashes, one per
+    # byte position beyond.
+    for n in (1, 2, 3, 7, 50, SMALL_MAJORITY - 1, SMALL_MAJORITY, SMALL_MAJORITY + 1, 1000):
         for bits in (2, 8, 64):
             hashes = _hashes(rng, n, bits)
             # Exact ties: equal integer weights, half of them on each side.
+            # Weights far apart in size: a sum in another order rounds
+            # otherwise (1e16 + 1 + 1 is not 1 + 1 + 1e16).
             for weights in (None, np.ones(n), np.array([rng.random() * 3 for _ in range(n)]),
-                            np.array([rng.choice((0.5, 1.0, 2.0 ** 1.5)) for _ in range(n)])):
+                            np.array([rng.choice((0.5, 1.0, 2.0 ** 1.5)) for _ in range(n)]),
+                            np.array([rng.choice((1e16, 1.0, 3.0 ** 1.5)) for _ in range(n)])):
                 total = float(n if weights is None else weights.sum())
                 assert _majority(hashes, weights, total) == reference_majority(hashes, weights, total)
 
