@@ -36,6 +36,11 @@ traces are stored compactly in ``benchmarks/data/recrawl_traces.json.gz``
         --add sphinx-src=/work/.mirror/sphinx-doc+sphinx/repo   # source-file traces
     .venv/bin/python benchmarks/recrawl_traces.py --out benchmarks/data/recrawl_traces_extra.json.gz \\
         --add docs-cn=/work/.mirror/pingcap+docs-cn/repo   # one time zone, judged apart
+    .venv/bin/python benchmarks/recrawl_traces.py --out benchmarks/data/recrawl_traces_extra.json.gz \\
+        --add govuk-dev-docs=/work/.mirror/alphagov+govuk-developer-docs/repo \\
+        --add tidb-operator=/work/.mirror/pingcap+docs-tidb-operator/repo \\
+        --add milvus-docs=/work/.mirror/milvus-io+milvus-docs/repo \\
+        --add vue-docs-zh=/work/.mirror/vuejs-translations+docs-zh-cn/repo   # more of that regime
 """
 
 from __future__ import annotations
