@@ -1,6 +1,7 @@
 """``benchmarks/recrawl_fetch_hours.py`` (issue 17): where the fetches land
 against the changes, on a trace and fetch times made by hand, and one real
-planner run whose figures must add up."""
+planner run whose figures must add up; and the trace summary's figures
+of the held-out regime (how many pages change at most 3 times a year)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,14 @@ def test_a_real_planner_run_adds_up(hours):
     counted = sum(row["changes"] for row in found["hours"].values())
     assert 0.95 * in_window <= counted <= in_window
     assert all(found["hours"][h]["changes"] == 0 for h in range(24) if not 13 <= h < 16)
+
+
+def test_trace_summary_says_how_many_pages_rarely_change(hours):
+    # Ten pages over three years with 1, 4, ..., 28 changes (1/3 to 9.3 a
+    # year): pages 0-2 change at most 3 times a year (at most 9 in three years).
+    trace = make_trace([[MONDAY + DAY * (k + 1) for k in range(1 + 3 * i)] for i in range(10)])
+    s = trace.summary()
+    assert s["share_3_per_year"] == pytest.approx(0.3)  # 1, 4 and 7 changes; 10 is 3.3 a year
+    assert s["median_changes_per_year"] == pytest.approx(16 / 3)
+    assert s["p90_changes_per_year"] == pytest.approx(25 / 3)  # the 9th of 10 (index int(0.9 * 9) = 8)
+    assert s["max_changes_per_year"] == pytest.approx(28 / 3)
