@@ -96,7 +96,7 @@ GIT_SOURCES = {
     # judged untuned: the GOV.UK developer docs (London: 88 % of the changes
     # in the busiest 8 hours, 0.1 % at weekends), TiDB Operator's docs and
     # Milvus's docs (both +0800), and the Chinese Vue docs, whose hours are
-    # like the held-out trace's but do not last (half year -> next r 0.31).
+    # like the held-out trace's but do not last (half year -> next r 0.32).
     "govuk-dev-docs": ("source/", ".md", "docs.publishing.example"),
     "tidb-operator": ("", ".md", "docs-tidb-operator.example"),
     "milvus-docs": ("", ".md", "milvus.example"),
