@@ -127,7 +127,7 @@ def main(argv=None) -> int:
         print(text)
         lines.append(text)
 
-    say(f"rhythm of the true change times (UTC) of each trace in {FIXTURE.name} (and {EXTRA.name}: docs-cn); "
+    say(f"rhythm of the true change times (UTC) of each trace in {FIXTURE.name} (and {EXTRA.name}: the traces judged apart); "
         "flat: busiest 8 h 0.333, weekend 0.286")  # fmt: skip
     say("held-out trace of the issue: busiest 8 h 0.58, weekend 0.11 (705 pages, 3 years)")
     say(f"{'trace':<16}{'changes':>8}{'busy 8h':>8}{'weekend':>8}   "
