@@ -466,6 +466,12 @@ class JournaledStore(FrontierStore):
             self.memory, self.crawl_id, generation = self._load(lambda_targets)
             self.lambda_targets = self.memory.lambda_targets
             self.priority_fallbacks = self.memory.priority_fallbacks
+            if self.memory.unused_seqs:
+                logger.info(
+                    "aopic: %d sequence numbers handed out in JOBDIR %s name no account (accounts an earlier "
+                    "salvage lost, or an edited snapshot): the accounts are numbered again, in the same order",
+                    self.memory.unused_seqs, self.directory,
+                )
             if self.priority_fallbacks:
                 logger.warning(
                     "aopic: %d pending URLs in JOBDIR %s had no usable saved priority (a snapshot written "
@@ -668,11 +674,19 @@ class JournaledStore(FrontierStore):
         journal = self.directory / f"journal.{generation}.jsonl"
         try:
             header, records = read_snapshot(path)
-            read = Salvaged()
-            read.header, read.records = header, records
-            read.exact = header.pop("exact", None)
         except DamagedFile:
             read = salvage_snapshot(path)
+        else:  # whole, but refused for what it holds: each record checked as salvage_snapshot checks it
+            read = Salvaged()
+            read.header, read.exact = header, header.pop("exact", None)
+            for number, record in enumerate(records, 2 + (read.exact is not None)):
+                try:
+                    read.records.append(check_record(record))
+                except ValueError as exc:
+                    read.damage.append(f"line {number}: {exc}")
+                    read.lost += 1
+                    if record and isinstance(record[0], str):
+                        read.lost_urls.append(record[0])
         if read.header is None and not read.records:
             return None  # nothing of the snapshot: start afresh, the files set aside
         records = _unique(read)
@@ -1002,22 +1016,32 @@ def _settled(header: dict, records: list[list], exact: dict | None) -> tuple[dic
     still says it); also the URLs of those, in lease order."""
     exact = exact if isinstance(exact, dict) else {}
     lease_cash: dict[str, float] = {}
-    for lease in exact.get("leases") or ():
+    leases = exact.get("leases")
+    for lease in leases if isinstance(leases, list) else ():
         try:
-            lease_cash[lease[0]] = checked_amount(lease[2], "lease cash")
+            if isinstance(lease[0], str):
+                lease_cash[lease[0]] = checked_amount(lease[2], "lease cash")
         except (TypeError, IndexError, KeyError, ValueError):
             continue
+    by_cash = exact.get("lambda_targets", header.get("lambda_targets")) == "pending-cash"
+    # A dividend (or scale) only grows from where it started, and a mark is
+    # one it passed: a mark above it would owe less than nothing (cash
+    # below zero); a mark or dividend out of range is lost, its accounts
+    # keep their raw cash.
+    low = 1.0 if by_cash else 0.0
     try:
         dividend = checked_amount(exact["dividend"], "dividend")
-        marks = [checked_amount(mark, "mark") for mark in exact["marks"]]
+        if dividend < low:
+            raise ValueError(f"dividend {dividend!r} below {low}")
+        marks = [mark if type(mark) in (int, float) and low <= mark <= dividend else None
+                 for mark in exact["marks"]]
     except (TypeError, KeyError, ValueError):
         dividend, marks = None, []
-    by_cash = exact.get("lambda_targets", header.get("lambda_targets")) == "pending-cash"
 
     def owed(record: list) -> float:
         """The record's cash with its owed dividends (raw when they are lost)."""
         index = record[12] if len(record) > 12 else None
-        if dividend is None or type(index) is not int or not 0 <= index < len(marks):
+        if dividend is None or type(index) is not int or not 0 <= index < len(marks) or marks[index] is None:
             return record[2]
         mark = marks[index]
         if by_cash:
