@@ -351,3 +351,99 @@ def test_salvage_of_a_snapshot_with_hostile_values_keeps_the_books(tmp_path, tar
         shutil.rmtree(jobdir)
     assert not failures, "\n".join(failures)
     assert kept > CASES // 2  # salvage keeps what reads back: a hostile value costs its record, not the rest
+
+
+# -- each crash the salvage fuzz and the seq bound left, named (the failure on main is said) ---------------
+
+
+def _edited(jobdir, edit, *, sealed=True):
+    (path,) = jobdir.glob("snapshot.*.jsonl")
+    header, records = read_snapshot(path)
+    edit(header, records)
+    write_snapshot(path, header, records)
+    if not sealed:
+        _unsealed(path)
+
+
+@pytest.mark.timeout(60)
+def test_a_next_seq_just_below_2_31_costs_no_memory(tmp_path):
+    """Accepted before and after (a count below the 2**31 bound); on main the
+    first new account then filled two billion empty names (hung, ~30 GB)."""
+    jobdir = written(tmp_path, "pending")
+    (path,) = jobdir.glob("snapshot.*.jsonl")
+    records = len(read_snapshot(path)[1])
+    _edited(jobdir, lambda h, r: h.update(next_seq=2**31 - 1))
+    store = JournaledStore(jobdir, "pending")
+    try:
+        assert store.memory.unused_seqs == 2**31 - 1 - records  # counted (and logged)
+        known = store.totals().known
+        store.register(Link("http://new.example/1", "new.example", 1))
+        assert store.totals().known == known + 1
+        assert len(store.memory._table.row_of) == known + 1  # names: the accounts, no more
+        Driver(5, 2).run(engine_on(store, 0.05), 30)
+        check_consistent(store)
+    finally:
+        store.close()
+
+
+def test_renumbering_keeps_the_order_and_a_whole_snapshot_as_written():
+    """Seqs only order: gaps go, the order stays; a snapshot without gaps
+    (every one a crawl writes unless salvage lost records) reads back with
+    its very seqs, so a resume goes on bit for bit."""
+    store = MemoryStore("pending")
+    for i in range(6):
+        store.inject(Link(f"http://h/{i}", "h", 0), 1.0)
+    header, records = store.snapshot(exact=True)
+    records = [list(r) for r in records]
+    again = MemoryStore.restore(header, records)
+    assert again.unused_seqs == 0
+    assert sorted(r[7] for r in again.snapshot(exact=True)[1]) == list(range(6))
+    gapped = copy.deepcopy(records)
+    for r in gapped:
+        r[7] = r[7] * 1000 + 7  # same order, far apart
+    header = dict(header, next_seq=10**6)
+    restored = MemoryStore.restore(header, gapped)
+    assert restored.unused_seqs == 10**6 - 6
+    by_url = {r[0]: r[7] for r in restored.snapshot(exact=True)[1]}
+    assert by_url == {r[0]: r[7] for r in records}
+    assert [restored.pop(lambda host: True).url for _ in range(6)] == [again.pop(lambda host: True).url for _ in range(6)]
+
+
+@pytest.mark.timeout(60)
+def test_salvage_with_the_header_lost_and_a_seq_near_2_31_costs_no_memory(tmp_path):
+    """The rebuilt header's next_seq is the largest seq + 1: on main a record
+    seq of 2**31 - 2 made restore fill two billion empty names (hung)."""
+    jobdir = written(tmp_path, "pending")
+
+    def edit(h, r):
+        h.update(next_seq="lost")  # the header's totals are not counts: rebuilt from the records
+        r[0][7] = 2**31 - 2
+
+    _edited(jobdir, edit, sealed=False)
+    store = JournaledStore(jobdir, "pending", recovery="salvage")
+    try:
+        assert store.recovered == "salvage" and store.header_lost
+        assert len(store.memory._table.row_of) == store.totals().known
+        Driver(5, 2).run(engine_on(store, 0.05), 30)
+        check_consistent(store)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("edit, failed_on_main", [
+    (lambda h, r: r[0].__setitem__(8, 0), "accepted: a host not a string"),
+    (lambda h, r: r[0].__setitem__(0, 1e-300), "AttributeError: 'float' object has no attribute 'find'"),
+    (lambda h, r: r[0].__setitem__(7, [1]), "TypeError: unhashable type: 'list'"),
+    (lambda h, r: h["exact"].update(leases=1e308), "TypeError: 'float' object is not iterable"),
+    (lambda h, r: h["exact"].update(marks=[2**63] * len(h["exact"]["marks"])), "accepted: cash below zero"),
+    (lambda h, r: h["exact"].update(dividend=1e-300), "accepted: cash below zero"),
+])
+def test_salvage_of_a_sealed_snapshot_with_a_hostile_value_keeps_the_books(tmp_path, edit, failed_on_main):
+    """A sealed snapshot the content checks refuse is salvaged by checking
+    each record (as a damaged one is) and trusting no dividend mark the
+    dividend did not pass."""
+    jobdir = written(tmp_path, "pending")
+    _edited(jobdir, edit)
+    with pytest.raises(JobdirError, match="damaged"):
+        JournaledStore(jobdir, "pending")
+    assert open_salvaged(jobdir, "pending") == "kept"
