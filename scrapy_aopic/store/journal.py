@@ -722,6 +722,8 @@ class JournaledStore(FrontierStore):
         # stands (dividends settled), leased ones back as pending accounts
         # with their lease's cash, taken again so that the journal replays.
         header, records, taken = _settled(header, records, read.exact)
+        if records:  # a seq beyond the header's count (an edit) costs nothing kept (restore renumbers)
+            header["next_seq"] = max(header["next_seq"], max(record[7] for record in records) + 1)
         try:
             store = MemoryStore.restore(header, records, priority_horizon=self.priority_horizon)
         except (ValueError, KeyError, TypeError):

@@ -447,3 +447,21 @@ def test_salvage_of_a_sealed_snapshot_with_a_hostile_value_keeps_the_books(tmp_p
     with pytest.raises(JobdirError, match="damaged"):
         JournaledStore(jobdir, "pending")
     assert open_salvaged(jobdir, "pending") == "kept"
+
+
+def test_salvage_keeps_the_records_when_one_seq_is_beyond_the_header_count(tmp_path):
+    """A seq the header says was never handed out (an edit): on main salvage's
+    restore refused it and the whole JOBDIR started afresh (0 accounts
+    kept); now seqs are renumbered and every record is kept."""
+    jobdir = written(tmp_path, "pending")
+    (path,) = jobdir.glob("snapshot.*.jsonl")
+    records = len(read_snapshot(path)[1])
+    _edited(jobdir, lambda h, r: r[0].__setitem__(7, h["next_seq"] + 10**6))
+    store = JournaledStore(jobdir, "pending", recovery="salvage")
+    try:
+        assert store.recovered == "salvage" and store.records_lost == 0
+        assert store.totals().known >= records
+        assert len(store.memory._table.row_of) == store.totals().known
+        check_consistent(store)
+    finally:
+        store.close()
