@@ -755,7 +755,9 @@ class RateProfile:
         state = checks.mapping(state, "profile")
         profile = cls(**kwargs)
         profile.counts = checks.numbers(state.get("counts"), "profile counts", BINS)
-        profile.exposure = checks.numbers(state.get("exposure"), "profile exposure", BINS)
+        # (exposure is summed through a difference array: a bin no range
+        # covers can hold a rounding residue just below zero)
+        profile.exposure = checks.numbers(state.get("exposure"), "profile exposure", BINS, -checks.AMOUNT)
         profile.observations = checks.count(state.get("observations"), "profile observations")
         profile._reference = checks.time(state.get("reference"), "profile reference")
         profile._last = checks.time(state.get("last"), "profile last visit")
