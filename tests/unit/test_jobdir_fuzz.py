@@ -5,8 +5,12 @@ scheduler opens it, each case is either refused with a ``JobdirError``
 saying "damaged" (the scheduler closes with ``jobdir_damaged``) from a
 ``ValueError`` (never a ``TypeError``, ``OverflowError``... surfacing), or
 accepted with balanced books and consistent totals, and the crawl goes on.
-The same for the re-crawl profile's ``periods``. Seeded: the same cases
-every run."""
+The same for the re-crawl profile's ``periods`` (the planner's whole
+state: ``test_recrawl_state_fuzz.py``). Salvage (``AOPIC_JOBDIR_RECOVERY =
+"salvage"``) of a snapshot with one to three hostile values, sealed again
+or not, its header readable or not, never refuses: it keeps the records
+that pass their checks with balanced books, and the crawl goes on.
+Seeded: the same cases every run."""
 
 from __future__ import annotations
 
@@ -332,7 +336,8 @@ def test_salvage_of_a_snapshot_with_hostile_values_keeps_the_books(tmp_path, tar
     rng = random.Random(f"fuzz-salvage-{targets}{SEED}")
     kept = 0
     failures = []
-    for case in range(CASES):
+    cases = CASES // 2  # each opens, crawls 30 steps and closes: half as many keep the three under 10 s
+    for case in range(cases):
         jobdir = tmp_path / str(case)
         shutil.copytree(template, jobdir)
         header, records = copy.deepcopy(header0), copy.deepcopy(records0)
@@ -350,7 +355,7 @@ def test_salvage_of_a_snapshot_with_hostile_values_keeps_the_books(tmp_path, tar
             failures.append(f"case {case} ({seal}): {where}: {type(exc).__name__}: {str(exc)[:300]}")
         shutil.rmtree(jobdir)
     assert not failures, "\n".join(failures)
-    assert kept > CASES // 2  # salvage keeps what reads back: a hostile value costs its record, not the rest
+    assert kept > cases // 2  # salvage keeps what reads back: a hostile value costs its record, not the rest
 
 
 # -- each crash the salvage fuzz and the seq bound left, named (the failure on main is said) ---------------
