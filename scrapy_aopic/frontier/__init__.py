@@ -307,6 +307,8 @@ class Frontier:
                 self.stats.set_value(f"aopic/jobdir/recovered/{self.store.recovered}", 1)
             if self.store.records_lost:
                 self.stats.set_value("aopic/jobdir/records_lost", self.store.records_lost)
+            if self.store.memory.unused_seqs:  # logged by the store
+                self.stats.set_value("aopic/jobdir/unused_seqs", self.store.memory.unused_seqs)
             if self.store.header_lost:
                 self.stats.set_value("aopic/jobdir/header_lost", 1)
             if self.store.cash_lost:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 
+from . import checks
 from .estimators import TimedChangeHistory
 from .profile import growing_weight
 
@@ -132,15 +133,14 @@ class BurstModel:
         }
 
     def load_state(self, state: dict) -> None:
-        pools = state["pools"]
-        if not isinstance(pools, dict):
-            raise ValueError("recrawl state: burst pools must be a mapping")
-        loaded = {}
-        for name, pair in pools.items():
-            a, e = (float(x) for x in pair)
-            if not (a >= 0 and e >= 0 and math.isfinite(a) and math.isfinite(e)):
-                raise ValueError(f"recrawl state: bad burst pool {name!r}: {pair!r}")
-            loaded[name] = [a, e]
-        self.pools = loaded
-        self._base = None if state["base"] is None else float(state["base"])
-        self.hot_intervals, self.hot_changes = (int(x) for x in state["counters"])
+        """Restore :meth:`to_state`, each value checked first
+        (:mod:`.checks`); nothing changes when one is bad."""
+        state = checks.mapping(state, "burst model")
+        pools = checks.pairs(state.get("pools"), "burst pool")
+        base = checks.time(state.get("base"), "burst base")
+        counters = state.get("counters")
+        if not isinstance(counters, list) or len(counters) != 2:
+            raise ValueError(f"recrawl state: burst counters {counters!r} are not two counts"[:200])
+        hot_intervals, hot_changes = (checks.count(x, "burst counter") for x in counters)
+        self.pools, self._base = pools, base
+        self.hot_intervals, self.hot_changes = hot_intervals, hot_changes

@@ -30,6 +30,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
+from . import checks
+
 
 def naive_rate(changes: int, watched: float) -> float:
     """``X / T``: changes detected over the time watched (biased low)."""
@@ -371,10 +373,25 @@ class TimedChangeHistory:
 
     @classmethod
     def from_state(cls, state: list, window: float = 180 * 86400.0) -> TimedChangeHistory:
+        """A history from :meth:`to_state`, each value checked
+        (:mod:`.checks`: a bad one is a :class:`ValueError` naming it)."""
+        if not isinstance(state, list) or len(state) != 5:
+            raise ValueError(f"recrawl state: change history {state!r} is not 5 fields"[:200])
         history = cls(window)
-        history.buckets = {int(b): [float(e[0]), float(e[1])] for b, e in state[0].items()}
-        history.unchanged = float(state[1])
-        history.base = None if state[2] is None else float(state[2])
-        history.hint = float(state[3])
-        history.changes = int(state[4])
+        buckets = {}
+        for b, entry in checks.mapping(state[0], "change history buckets").items():
+            try:
+                key = int(b)
+            except (TypeError, ValueError):
+                key = None
+            if key is None or not -4096 <= key <= 4096:  # twice the log2 of an interval: a float's range
+                raise ValueError(f"recrawl state: change history bucket {b!r} is not an interval's")
+            buckets[key] = checks.numbers(entry, f"change history bucket {b}", 2)
+        history.buckets = buckets
+        history.unchanged = checks.number(state[1], "change history unchanged seconds")
+        history.base = checks.time(state[2], "change history base")
+        history.hint = checks.number(state[3], "change history hint")
+        if 0 < history.hint < 1e-200:  # Newton would start there and underflow to 0 (a division by zero)
+            raise ValueError(f"recrawl state: change history hint {history.hint!r} is no rate")
+        history.changes = checks.count(state[4], "change history changes")
         return history

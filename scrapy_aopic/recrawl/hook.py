@@ -47,6 +47,7 @@ from ..meta import RECRAWL_CHANGED, SIMHASH
 from ..settings import recrawl_enabled
 from .. import signals as aopic_signals
 from ..store.base import ALIAS, CRAWLED, REFUSED, FrontierStore, Lease, Link
+from . import checks
 from .change import (
     PageVersion,
     Validators,
@@ -271,6 +272,8 @@ class RecrawlHook:
             try:
                 self.load_state(self.state_path)
             except (OSError, ValueError, KeyError, TypeError) as exc:
+                # load() installs nothing unless all of it reads: afresh means afresh
+                self._set("aopic/recrawl/state_refused", 1)
                 logger.warning("aopic: recrawl state %s unreadable (%s); starting afresh",
                                self.state_path, exc)  # fmt: skip
         now = self.clock()
@@ -519,10 +522,19 @@ class RecrawlHook:
         }
 
     def load(self, state: dict) -> None:
-        """Restore :meth:`to_state`."""
-        self.planner.load_state(state["planner"])
+        """Restore :meth:`to_state`: all or nothing (the page versions and
+        the planner's state checked whole before anything is installed; a
+        bad value raises :class:`ValueError` naming it)."""
+        state = checks.mapping(state, "state")
+        versions = checks.mapping(state.get("versions", {}), "page versions")
+        for url, v in versions.items():
+            if not (isinstance(v, list) and len(v) == 4 and (v[0] is None or isinstance(v[0], str))
+                    and (v[1] is None or type(v[1]) is int and -(2**64) < v[1] < 2**64)
+                    and all(x is None or isinstance(x, str) for x in v[2:])):
+                raise ValueError(f"recrawl state: the page version of {url} is {v!r}"[:300])
+        self.planner.load_state(state.get("planner"))
         self.versions = {}
-        for url, v in state.get("versions", {}).items():
+        for url, v in versions.items():
             # A state saved without the bound (or edited) is held to it too.
             headers = {"ETag": v[2], "Last-Modified": v[3]}
             self.versions[url] = PageVersion(v[0], v[1], self._validators(url, {k: x for k, x in headers.items() if x}))

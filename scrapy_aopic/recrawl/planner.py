@@ -78,6 +78,7 @@ from collections.abc import Iterator
 from operator import mul
 from typing import Any, NamedTuple
 
+from . import checks
 from .budget import FreshnessAllocator
 from .burst import BurstModel
 from .estimators import TimedChangeHistory, poisson_tail
@@ -589,7 +590,8 @@ class RecrawlPlanner:
             key, site = profile_key(url)
             record = self.pages[url] = PageRecord(host, key, site)
         record.failures += 1
-        interval = min(self.max_interval, self.min_interval * 2.0 ** record.failures)
+        # (2.0 ** 1024 overflows: past 64 doublings max_interval has long won)
+        interval = min(self.max_interval, self.min_interval * 2.0 ** min(record.failures, 64))
         return self._set_due(url, record, now + interval, now + interval)
 
     def adopt(self, url: str, host: str, last_visit: float | None, now: float) -> float:
@@ -982,54 +984,87 @@ class RecrawlPlanner:
         }
 
     def load_state(self, state: dict) -> None:
-        """Restore what :meth:`to_state` saved (settings stay this object's)."""
+        """Restore what :meth:`to_state` saved (settings stay this object's).
+
+        All or nothing: every value is checked (:mod:`.checks`) and the
+        whole state built aside first, so a bad one raises
+        :class:`ValueError` naming it and leaves this planner as it was
+        (the re-crawl hook then starts afresh, as it says)."""
+        state = checks.mapping(state, "state")
         version = state.get("version")
         if version not in (3, 4):  # 3: saved before the burst model
             raise ValueError(f"unknown recrawl state version {version!r}")
-        self.pages.clear()
-        self._heap.clear()
-        for url, f in state["pages"].items():
-            key, site = profile_key(url)
-            r = PageRecord(f[0], key, site, f[1])
-            (r.last_visit, r.visits, r.changes, r.not_modified, r.new_links,
-             r.events, r.exposure, r.boost) = f[2:10]  # fmt: skip
-            if f[10] is not None:
-                r.history = TimedChangeHistory.from_state(f[10], self.change_window)
-            r.due, r.deadline, r.interval, r.failures, r.weight, r.rate = f[11:17]
-            if f[17] is not None:
-                r.bins = array("d", f[17])
-            if version >= 4:
-                base_rate, hot_until, burst = f[18:21]
-                r.base_rate = float(base_rate)
-                if not (r.base_rate >= 0 and math.isfinite(r.base_rate)):
-                    raise ValueError(f"recrawl state: bad quiet rate {base_rate!r} for {url}")
-                r.hot_until = None if hot_until is None else float(hot_until)
-                if burst is not None:
-                    r.burst = TimedChangeHistory.from_state(burst, self.change_window)
-            self.pages[url] = r
+        pages: dict[str, PageRecord] = {}
+        heap: list[tuple[float, str]] = []
+        for url, f in checks.mapping(state.get("pages"), "pages").items():
+            r = self._page_from_state(url, f, version)
+            pages[url] = r
             if r.due is not None:
-                heapq.heappush(self._heap, (r.due, url))
-        self.profiles = {
+                heap.append((r.due, url))
+        heapq.heapify(heap)
+        profiles = {
             name: RateProfile.from_state(p, forget=self.forget, **self.profile_options)
-            for name, p in state["profiles"].items()
+            for name, p in checks.mapping(state.get("profiles"), "profiles").items()
         }
-        self.day_profiles = {
+        day_profiles = {
             name: DayProfile.from_state(p, forget=self.forget)
-            for name, p in state.get("day_profiles", {}).items()
+            for name, p in checks.mapping(state.get("day_profiles", {}), "day profiles").items()
         }
+        pools = checks.pairs(state.get("pools"), "pool")
+        pool_base = checks.time(state.get("pool_base"), "pool base")
+        burst_model = self.burst_model
+        if burst_model is not None:
+            # saved without bursts: start learning them afresh
+            burst_model = BurstModel(burst_model.window, self.change_window)
+            if state.get("burst") is not None:
+                burst_model.load_state(state["burst"])
+        mu = checks.optional(state.get("mu"), "budget multiplier mu")
+        counters = state.get("counters")
+        if not isinstance(counters, list) or len(counters) != 6:
+            raise ValueError(f"recrawl state: counters {counters!r} are not six counts"[:200])
+        counters = [checks.count(c, "counter") for c in counters]
+        # -- everything read: installed at once
+        self.pages, self._heap = pages, heap
+        self.profiles, self.day_profiles = profiles, day_profiles
         self._day_fits.clear()
-        self._pools = {name: [float(a), float(b)] for name, (a, b) in state["pools"].items()}
-        self._pool_base = state["pool_base"]
-        if self.burst_model is not None:
-            burst = state.get("burst")
-            if burst is not None:
-                self.burst_model.load_state(burst)
-            else:  # saved without bursts: start learning them afresh
-                self.burst_model = BurstModel(self.burst_model.window, self.change_window)
+        self._pools, self._pool_base = pools, pool_base
+        self.burst_model = burst_model
         if self.allocator is not None:
-            self.allocator.mu = state.get("mu")
+            self.allocator.mu = mu
         (self.revisits, self.changed, self.unchanged, self.not_modified,
-         self.new_links_on_revisits, self.bursts) = state["counters"]  # fmt: skip
+         self.new_links_on_revisits, self.bursts) = counters  # fmt: skip
+
+    def _page_from_state(self, url: str, f: Any, version: int) -> PageRecord:
+        """One page of :meth:`to_state`, each field checked."""
+        if not isinstance(f, list) or len(f) < (21 if version >= 4 else 18):
+            raise ValueError(f"recrawl state: page {url} is not a page record")
+        if not isinstance(f[0], str):
+            raise ValueError(f"recrawl state: page {url}: host {f[0]!r} is not a string"[:200])
+        key, site = profile_key(url)
+        r = PageRecord(f[0], key, site, checks.count(f[1], f"page {url}: depth"))
+        r.last_visit = checks.time(f[2], f"page {url}: last visit")
+        r.visits, r.changes, r.not_modified, r.new_links = (
+            checks.count(x, f"page {url}: {what}")
+            for x, what in zip(f[3:7], ("visits", "changes", "not modified", "new links")))
+        r.events = checks.number(f[7], f"page {url}: events")
+        r.exposure = checks.number(f[8], f"page {url}: exposure")
+        r.boost = checks.number(f[9], f"page {url}: boost")
+        if f[10] is not None:
+            r.history = TimedChangeHistory.from_state(f[10], self.change_window)
+        r.due = checks.time(f[11], f"page {url}: due")
+        r.deadline = checks.time(f[12], f"page {url}: deadline")
+        r.interval = checks.optional(f[13], f"page {url}: interval")
+        r.failures = checks.count(f[14], f"page {url}: failures")
+        r.weight = checks.number(f[15], f"page {url}: weight")
+        r.rate = checks.number(f[16], f"page {url}: rate", -1.0)
+        if f[17] is not None:
+            r.bins = array("d", checks.numbers(f[17], f"page {url}: bins", BINS))
+        if version >= 4:
+            r.base_rate = checks.number(f[18], f"page {url}: quiet rate")
+            r.hot_until = checks.time(f[19], f"page {url}: hot until")
+            if f[20] is not None:
+                r.burst = TimedChangeHistory.from_state(f[20], self.change_window)
+        return r
 
 
 class OverdueQueue:

@@ -38,6 +38,8 @@ from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from urllib.parse import urlsplit
 
+from . import checks
+
 HOUR = 3600.0
 DAY = 86400.0
 WEEK = 7 * DAY
@@ -748,17 +750,24 @@ class RateProfile:
 
     @classmethod
     def from_state(cls, state: dict, **kwargs) -> RateProfile:
+        """A profile from :meth:`to_state`, each value checked
+        (:mod:`.checks`: a bad one is a :class:`ValueError` naming it)."""
+        state = checks.mapping(state, "profile")
         profile = cls(**kwargs)
-        profile.counts = [float(c) for c in state["counts"]]
-        profile.exposure = [float(e) for e in state["exposure"]]
-        profile.observations = int(state["observations"])
-        profile._reference = state.get("reference")
-        profile._last = state.get("last")
+        profile.counts = checks.numbers(state.get("counts"), "profile counts", BINS)
+        # (exposure is summed through a difference array: a bin no range
+        # covers can hold a rounding residue just below zero)
+        profile.exposure = checks.numbers(state.get("exposure"), "profile exposure", BINS, -checks.AMOUNT)
+        profile.observations = checks.count(state.get("observations"), "profile observations")
+        profile._reference = checks.time(state.get("reference"), "profile reference")
+        profile._last = checks.time(state.get("last"), "profile last visit")
+        checks.since(profile._reference, profile._last, "profile")
         profile._count_total = math.fsum(profile.counts)
         profile._exposure_total = math.fsum(profile.exposure)
         periods = state.get("periods")  # absent from states saved before it: a young profile's
         if periods is not None:
             profile._load_periods(periods)
+        _rebase(profile, profile.forget)
         return profile
 
     def _load_periods(self, periods) -> None:
@@ -930,10 +939,41 @@ class DayProfile:
 
     @classmethod
     def from_state(cls, state: dict, **kwargs) -> DayProfile:
+        """A day profile from :meth:`to_state`, each value checked
+        (:mod:`.checks`): a cell's key is one :meth:`observe` makes (its
+        start hour, hours and days decode within a day's two-day window)."""
+        state = checks.mapping(state, "day profile")
         profile = cls(**kwargs)
-        profile.cells = {int(k): [float(a), float(b)] for k, (a, b) in state["cells"].items()}
-        profile.dated = [float(x) for x in state["dated"]]
-        profile._reference = state.get("reference")
-        profile._last = state.get("last")
-        profile._day = state.get("day")
+        cells = {}
+        for key, cell in checks.mapping(state.get("cells"), "day profile cells").items():
+            try:
+                k = int(key)
+            except (TypeError, ValueError):
+                k = -1
+            if not (0 <= k < 24 * 25 * 8 and k % 8 <= cls.MAX_DAYS):
+                raise ValueError(f"recrawl state: day profile cell {key!r} is not a window of hours")
+            cells[k] = checks.numbers(cell, f"day profile cell {key}", 2)
+        profile.cells = cells
+        profile.dated = checks.numbers(state.get("dated"), "day profile dated counts", 24)
+        profile._reference = checks.time(state.get("reference"), "day profile reference")
+        profile._last = checks.time(state.get("last"), "day profile last visit")
+        checks.since(profile._reference, profile._last, "day profile")
+        day = state.get("day")
+        if day is not None:
+            day = checks.numbers(day, "day profile fit", 24, 0.0, 1.0)
+            if not math.fsum(day) > 0:  # the fit is where the next one starts: all zero divides by zero
+                raise ValueError("recrawl state: day profile fit is all zero")
+        profile._day = day
+        _rebase(profile, profile.forget)
         return profile
+
+
+def _rebase(profile: RateProfile | DayProfile, forget: float | None) -> None:
+    """Stored sums weigh ``exp((t - reference) / forget)``, rebased before
+    that passes e^30; a state saved under a longer ``forget`` (or edited)
+    can be past it under this one: rebased now, as the next observation
+    would, before a weight overflows."""
+    reference, last = profile._reference, profile._last
+    if forget is not None and reference is not None and last is not None and (last - reference) / forget > 30.0:
+        profile._rescale(math.exp(-(last - reference) / forget))
+        profile._reference = last

@@ -147,12 +147,13 @@ class AccountTable:
     # -- names -------------------------------------------------------------
 
     def add_name(self, seq: int, url: str) -> None:
-        """Record the URL of account ``seq`` (new seqs only; a gap left by a
-        restore gets empty names, found by no lookup of a real URL: their
-        ``row_of`` stays NO_ROW). Runs for every new URL: kept lean."""
+        """Record the URL of account ``seq``, the next one: seqs are dense
+        (a restore numbers its accounts again from 0, in their order, so a
+        gap in a snapshot's seqs costs nothing). Runs for every new URL:
+        kept lean."""
         ends = self._ends
-        while len(ends) < seq:
-            self.add_name(len(ends), "")
+        if seq != len(ends):  # a name at another seq would be read back as another's
+            raise ValueError(f"name {seq} added after {len(ends)} names")
         scheme = url.find("//")
         split = url.find("/", scheme + 2) if scheme >= 0 else 0
         if split < 0:

@@ -225,6 +225,9 @@ class MemoryStore(FrontierStore):
         self._horizon = 0.0  # same; 0.0: cash order (read on every credit)
         self._clock_visits, self._clock_value = -1, 0.0  # see _clock
         self.priority_fallbacks = 0
+        #: seqs the restored snapshot's header says were handed out that
+        #: no record holds (see :meth:`restore`)
+        self.unused_seqs = 0
         self.discovery_cash = 0.0
         if not link_memory:
             self._table.forget_links()
@@ -1120,6 +1123,8 @@ class MemoryStore(FrontierStore):
             url, state, cash, history, last_visit, visits, depth, seq, host, request = record[:10]
             # Snapshots written before link memory have 10 fields, before priorities 11.
             links = record[10] if len(record) > 10 else None
+            if url in store._accounts:  # (the books would count it twice)
+                raise ValueError(f"snapshot holds {url} twice")
             acc = _Account(float(cash), store._dividend, int(depth), int(seq), host, request, url)
             acc.state = int(state)
             if exact is not None:
@@ -1177,15 +1182,24 @@ class MemoryStore(FrontierStore):
             if abs(books - t.injected) > 1e-9 * max(t.injected, 1.0):
                 raise ValueError(f"unbalanced books: the accounts, lambda and in flight hold {books!r} "
                                  f"where {t.injected!r} was injected")
+        # Seqs only order (heap ties, discovery order): the accounts are
+        # numbered again from 0 in the order they had, so the names table
+        # (dense by seq) holds exactly the accounts. A gap (the accounts an
+        # earlier salvage lost, or an edited header or seq: next_seq 2**31 - 1
+        # made the first new account fill two billion empty names) costs
+        # nothing, and is counted. A snapshot no salvage touched has no gap:
+        # its seqs stay as written, and a resume goes on bit for bit.
         table = store._table
-        for acc in sorted(accounts.values(), key=lambda a: a.seq):
-            if acc.seq < len(table.row_of):
+        previous = -1
+        for seq, acc in enumerate(sorted(accounts.values(), key=lambda a: a.seq)):
+            if acc.seq == previous:
                 raise ValueError(f"snapshot holds seq {acc.seq} twice: {acc.url}")
-            # Only seqs handed out: the names table fills a gap below a seq
-            # with empty names, so an edited one (10**12) would hang here.
-            if acc.seq >= store._next_seq:
+            if acc.seq >= store._next_seq:  # only seqs handed out
                 raise ValueError(f"{acc.url}: seq {acc.seq} where only {store._next_seq} were handed out")
-            table.add_name(acc.seq, acc.url)
+            previous, acc.seq = acc.seq, seq
+            table.add_name(seq, acc.url)
+        store.unused_seqs = store._next_seq - len(accounts)
+        store._next_seq = len(accounts)
         for acc, links in remembered:
             acc.links = tuple(accounts[u].seq for u in links if u in accounts)
         for acc in [acc for acc in accounts.values() if acc.state == CRAWLED]:

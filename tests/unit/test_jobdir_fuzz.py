@@ -5,8 +5,12 @@ scheduler opens it, each case is either refused with a ``JobdirError``
 saying "damaged" (the scheduler closes with ``jobdir_damaged``) from a
 ``ValueError`` (never a ``TypeError``, ``OverflowError``... surfacing), or
 accepted with balanced books and consistent totals, and the crawl goes on.
-The same for the re-crawl profile's ``periods``. Seeded: the same cases
-every run."""
+The same for the re-crawl profile's ``periods`` (the planner's whole
+state: ``test_recrawl_state_fuzz.py``). Salvage (``AOPIC_JOBDIR_RECOVERY =
+"salvage"``) of a snapshot with one to three hostile values, sealed again
+or not, its header readable or not, never refuses: it keeps the records
+that pass their checks with balanced books, and the crawl goes on.
+Seeded: the same cases every run."""
 
 from __future__ import annotations
 
@@ -282,3 +286,187 @@ def test_the_planner_loader_refuses_hostile_periods_with_a_value_error():
         except ValueError:
             refused += 1
     assert refused > CASES // 2
+
+
+# -- salvage (AOPIC_JOBDIR_RECOVERY="salvage") with hostile values ---------------------------------------
+
+
+def _unsealed(path) -> None:
+    """The snapshot's end marker no longer vouches for it (the salvage
+    reader then checks line by line)."""
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[-1] = lines[-1].replace(b'"sha256":"', b'"sha256":"0')
+    path.write_bytes(b"".join(lines))
+
+
+def mutations(rng: random.Random, header: dict, records: list[list]) -> list[str]:
+    """One to three values changed (a later change that meets what an
+    earlier one left, a list no longer a list, is not made)."""
+    where = []
+    for _ in range(rng.randint(1, 3)):
+        try:
+            where.append(mutate(rng, header, records))
+        except (TypeError, IndexError, KeyError, AttributeError, OverflowError):
+            continue
+    return where
+
+
+def open_salvaged(jobdir, targets) -> str:
+    """Salvage never refuses: it keeps what passes its checks (or starts
+    afresh); either way the books balance and the crawl goes on."""
+    store = JournaledStore(jobdir, targets, recovery="salvage")
+    try:
+        assert store.recovered in (None, "salvage")  # None: a change the content checks let through
+        check_consistent(store)
+        engine = engine_on(store, 0.05)
+        Driver(11, 2).run(engine, 30)
+        check_consistent(store)
+        # memory follows the accounts, whatever seqs the file held
+        assert len(store.memory._table.row_of) == store.totals().known
+        return "kept" if store.totals().known else "fresh"
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("targets", TARGETS)
+def test_salvage_of_a_snapshot_with_hostile_values_keeps_the_books(tmp_path, targets):
+    template = written(tmp_path / "template", targets)
+    (path,) = template.glob("snapshot.*.jsonl")
+    header0, records0 = read_snapshot(path)
+    rng = random.Random(f"fuzz-salvage-{targets}{SEED}")
+    kept = 0
+    failures = []
+    cases = CASES // 2  # each opens, crawls 30 steps and closes: half as many keep the three under 10 s
+    for case in range(cases):
+        jobdir = tmp_path / str(case)
+        shutil.copytree(template, jobdir)
+        header, records = copy.deepcopy(header0), copy.deepcopy(records0)
+        where = mutations(rng, header, records)
+        seal = rng.choice(["sealed", "unsealed", "header lost"])
+        if seal == "header lost":  # salvage rebuilds the header from the records
+            header["lambda_targets"] = None
+            header["next_seq"] = "lost"
+        write_snapshot(jobdir / path.name, header, records)
+        if seal != "sealed":
+            _unsealed(jobdir / path.name)
+        try:
+            kept += open_salvaged(jobdir, targets) == "kept"
+        except Exception as exc:  # noqa: BLE001 - every case is named in the failure
+            failures.append(f"case {case} ({seal}): {where}: {type(exc).__name__}: {str(exc)[:300]}")
+        shutil.rmtree(jobdir)
+    assert not failures, "\n".join(failures)
+    assert kept > cases // 2  # salvage keeps what reads back: a hostile value costs its record, not the rest
+
+
+# -- each crash the salvage fuzz and the seq bound left, named (the failure on main is said) ---------------
+
+
+def _edited(jobdir, edit, *, sealed=True):
+    (path,) = jobdir.glob("snapshot.*.jsonl")
+    header, records = read_snapshot(path)
+    edit(header, records)
+    write_snapshot(path, header, records)
+    if not sealed:
+        _unsealed(path)
+
+
+@pytest.mark.timeout(60)
+def test_a_next_seq_just_below_2_31_costs_no_memory(tmp_path):
+    """Accepted before and after (a count below the 2**31 bound); on main the
+    first new account then filled two billion empty names (hung, ~30 GB)."""
+    jobdir = written(tmp_path, "pending")
+    (path,) = jobdir.glob("snapshot.*.jsonl")
+    records = len(read_snapshot(path)[1])
+    _edited(jobdir, lambda h, r: h.update(next_seq=2**31 - 1))
+    store = JournaledStore(jobdir, "pending")
+    try:
+        assert store.memory.unused_seqs == 2**31 - 1 - records  # counted (and logged)
+        known = store.totals().known
+        store.register(Link("http://new.example/1", "new.example", 1))
+        assert store.totals().known == known + 1
+        assert len(store.memory._table.row_of) == known + 1  # names: the accounts, no more
+        Driver(5, 2).run(engine_on(store, 0.05), 30)
+        check_consistent(store)
+    finally:
+        store.close()
+
+
+def test_renumbering_keeps_the_order_and_a_whole_snapshot_as_written():
+    """Seqs only order: gaps go, the order stays; a snapshot without gaps
+    (every one a crawl writes unless salvage lost records) reads back with
+    its very seqs, so a resume goes on bit for bit."""
+    store = MemoryStore("pending")
+    for i in range(6):
+        store.inject(Link(f"http://h/{i}", "h", 0), 1.0)
+    header, records = store.snapshot(exact=True)
+    records = [list(r) for r in records]
+    again = MemoryStore.restore(header, records)
+    assert again.unused_seqs == 0
+    assert sorted(r[7] for r in again.snapshot(exact=True)[1]) == list(range(6))
+    gapped = copy.deepcopy(records)
+    for r in gapped:
+        r[7] = r[7] * 1000 + 7  # same order, far apart
+    header = dict(header, next_seq=10**6)
+    restored = MemoryStore.restore(header, gapped)
+    assert restored.unused_seqs == 10**6 - 6
+    by_url = {r[0]: r[7] for r in restored.snapshot(exact=True)[1]}
+    assert by_url == {r[0]: r[7] for r in records}
+    assert [restored.pop(lambda host: True).url for _ in range(6)] == [again.pop(lambda host: True).url for _ in range(6)]
+
+
+@pytest.mark.timeout(60)
+def test_salvage_with_the_header_lost_and_a_seq_near_2_31_costs_no_memory(tmp_path):
+    """The rebuilt header's next_seq is the largest seq + 1: on main a record
+    seq of 2**31 - 2 made restore fill two billion empty names (hung)."""
+    jobdir = written(tmp_path, "pending")
+
+    def edit(h, r):
+        h.update(next_seq="lost")  # the header's totals are not counts: rebuilt from the records
+        r[0][7] = 2**31 - 2
+
+    _edited(jobdir, edit, sealed=False)
+    store = JournaledStore(jobdir, "pending", recovery="salvage")
+    try:
+        assert store.recovered == "salvage" and store.header_lost
+        assert len(store.memory._table.row_of) == store.totals().known
+        Driver(5, 2).run(engine_on(store, 0.05), 30)
+        check_consistent(store)
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("edit, failed_on_main", [
+    (lambda h, r: r[0].__setitem__(8, 0), "accepted: a host not a string"),
+    (lambda h, r: r[0].__setitem__(0, 1e-300), "AttributeError: 'float' object has no attribute 'find'"),
+    (lambda h, r: r[0].__setitem__(7, [1]), "TypeError: unhashable type: 'list'"),
+    (lambda h, r: h["exact"].update(leases=1e308), "TypeError: 'float' object is not iterable"),
+    (lambda h, r: h["exact"].update(marks=[2**63] * len(h["exact"]["marks"])), "accepted: cash below zero"),
+    (lambda h, r: h["exact"].update(dividend=1e-300), "accepted: cash below zero"),
+])
+def test_salvage_of_a_sealed_snapshot_with_a_hostile_value_keeps_the_books(tmp_path, edit, failed_on_main):
+    """A sealed snapshot the content checks refuse is salvaged by checking
+    each record (as a damaged one is) and trusting no dividend mark the
+    dividend did not pass."""
+    jobdir = written(tmp_path, "pending")
+    _edited(jobdir, edit)
+    with pytest.raises(JobdirError, match="damaged"):
+        JournaledStore(jobdir, "pending")
+    assert open_salvaged(jobdir, "pending") == "kept"
+
+
+def test_salvage_keeps_the_records_when_one_seq_is_beyond_the_header_count(tmp_path):
+    """A seq the header says was never handed out (an edit): on main salvage's
+    restore refused it and the whole JOBDIR started afresh (0 accounts
+    kept); now seqs are renumbered and every record is kept."""
+    jobdir = written(tmp_path, "pending")
+    (path,) = jobdir.glob("snapshot.*.jsonl")
+    records = len(read_snapshot(path)[1])
+    _edited(jobdir, lambda h, r: r[0].__setitem__(7, h["next_seq"] + 10**6))
+    store = JournaledStore(jobdir, "pending", recovery="salvage")
+    try:
+        assert store.recovered == "salvage" and store.records_lost == 0
+        assert store.totals().known >= records
+        assert len(store.memory._table.row_of) == store.totals().known
+        check_consistent(store)
+    finally:
+        store.close()
