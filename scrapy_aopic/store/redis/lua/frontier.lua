@@ -43,12 +43,36 @@ local function corrupt(what) CORRUPT[#CORRUPT + 1] = what end
 -- needs them only for a new URL and reads them then (load_totals): most
 -- links registered are known already.
 local T, T0 = nil, nil
+-- (in this order: T0[i]; 6..14 but 12, the dividend, are counts)
+local TOTAL_NAMES = {'injected', 'lambda_cash', 'lambda_history', 'in_flight', 'history_sum',
+  'lambda_visits', 'visits', 'known', 'pending', 'leased', 'crawled', 'dividend', 'next_seq', 'next_lease'}
 local function load_totals()
   if T then return end
-  T0 = redis.call('HMGET', K_TOT, 'injected', 'lambda_cash', 'lambda_history',
-    'in_flight', 'history_sum', 'lambda_visits', 'visits', 'known', 'pending',
-    'leased', 'crawled', 'dividend', 'next_seq', 'next_lease')
-  for i = 1, 14 do T0[i] = tonumber(T0[i]) or 0 end
+  T0 = redis.call('HMGET', K_TOT, unpack(TOTAL_NAMES))
+  -- an account once made wrote 'known', 'pending' and 'next_seq' (lambda
+  -- divides by the count of pending URLs: a missing one would multiply cash)
+  if T0[8] and not (T0[9] and T0[13]) then
+    error('AOPICCORRUPT total ' .. (T0[9] and 'next_seq' or 'pending') .. ' missing, with known = ' .. T0[8])
+  end
+  for i = 1, 14 do
+    local raw = T0[i]
+    if raw then
+      local v = tonumber(raw)
+      -- Checked as read, before any write: text, nan, inf, a negative
+      -- amount (in flight and the history sum may drift below 0 by an ulp)
+      -- or a count that is no integer was not written by this script. The
+      -- op stops with a reply the store raises as FrontierCorrupt, naming
+      -- the value: the books cannot be trusted past it.
+      -- (v - v ~= 0: nan and +-inf; counts stay below 2^53, exact doubles)
+      if not v or v - v ~= 0 or (v < 0 and i ~= 4 and i ~= 5)
+          or (i >= 6 and i ~= 12 and (v % 1 ~= 0 or v > 9007199254740992)) then
+        error('AOPICCORRUPT total ' .. TOTAL_NAMES[i] .. ' = ' .. string.format('%q', string.sub(raw, 1, 40)))
+      end
+      T0[i] = v
+    else
+      T0[i] = 0
+    end
+  end
   T = {injected = T0[1], lambda_cash = T0[2], lambda_history = T0[3],
     in_flight = T0[4], history_sum = T0[5], lambda_visits = T0[6], visits = T0[7],
     known = T0[8], pending = T0[9], leased = T0[10], crawled = T0[11],
@@ -90,7 +114,10 @@ local function load(url)
   if not raw then return nil end
   if #raw < REC_SIZE then corrupt(url); return false end
   local ok, st, fl, cash, mark, hist, lv, seq, visits, depth, pos = pcall(struct.unpack, REC, raw)
-  if not ok or st > ALIAS or cash ~= cash or mark ~= mark or hist ~= hist then
+  -- (x - x ~= 0: nan or +-inf; cash, mark and history never go below 0,
+  -- and a mark is a dividend already paid)
+  if not ok or st > ALIAS or cash - cash ~= 0 or mark - mark ~= 0 or hist - hist ~= 0 or lv - lv ~= 0
+      or cash < 0 or mark < 0 or hist < 0 or (T and mark > T.dividend) then
     corrupt(url); return false
   end
   LAST = {url = url, state = st, flags = fl, cash = cash, mark = mark,
@@ -386,6 +413,18 @@ local function write_off(url, host, score)
     history = 0, lv = 0, seq = 0, visits = 0, depth = 0, host = host})
 end
 
+-- open leases of ``host`` (the cross-worker cap) changed by ``delta``: a
+-- count that is no integer (not ours) is named and starts again from here
+local function busy_add(host, delta)
+  local n = redis.pcall('HINCRBY', K_HBUSY, host, delta)
+  if type(n) == 'table' then
+    corrupt('open leases of host ' .. host)
+    n = math.max(delta, 0)
+    redis.call('HSET', K_HBUSY, host, n)
+  end
+  return n
+end
+
 local function open_lease(a, deadline)
   local before_cash, before_mark, before_flight = a.cash, a.mark, T.in_flight
   set_state(a, LEASED)
@@ -396,7 +435,7 @@ local function open_lease(a, deadline)
   redis.call('HSET', K_LEASE, a.url, struct.pack(LEASE_REC, id, cash, deadline,
     before_cash, before_mark, T.dividend, before_flight))
   redis.call('ZADD', K_LDL, fmt(deadline), a.url)
-  redis.call('HINCRBY', K_HBUSY, a.host, 1)
+  busy_add(a.host, 1)
   T.in_flight = T.in_flight + cash
   save(a)
   return {a = a, id = id, cash = cash}
@@ -418,10 +457,20 @@ end
 -- close lease ``id`` of ``url``: account (dividend settled) and its cash, or nil
 local function close_lease(url, id)
   local raw = redis.call('HGET', K_LEASE, url)
-  if not raw then return nil end
+  if not raw then
+    -- (a settlement after the lease was reclaimed finds it gone, and its
+    -- account pending or leased again; a leased account with no lease
+    -- record at all lost it to a foreign write, its cash with it)
+    if id ~= nil then
+      local a = load(url)
+      if a and a.state == LEASED then corrupt('lease of ' .. url .. ' (missing)') end
+    end
+    return nil
+  end
   local ok, lid, cash, _, before_cash, before_mark, before_dividend, before_flight =
     pcall(struct.unpack, LEASE_REC, raw)
-  if not ok or #raw ~= LEASE_SIZE then
+  -- (cash - cash ~= 0: nan or +-inf)
+  if not ok or #raw ~= LEASE_SIZE or cash - cash ~= 0 or cash < 0 or lid - lid ~= 0 then
     corrupt('lease ' .. url)
     redis.call('HDEL', K_LEASE, url)
     redis.call('ZREM', K_LDL, url)
@@ -430,15 +479,24 @@ local function close_lease(url, id)
   if id ~= nil and lid ~= id then return nil end
   redis.call('HDEL', K_LEASE, url)
   redis.call('ZREM', K_LDL, url)
+  local a = load(url)
+  if a and a.state ~= LEASED then
+    -- a lease record on an account that is not leased: not ours, and its
+    -- cash was never in flight; the account keeps what it has
+    corrupt('lease of ' .. url .. ' (account not leased)')
+    return nil
+  end
   local flight = T.in_flight
   -- recount from scratch when nothing is in flight: no float drift
   if redis.call('HLEN', K_LEASE) == 0 then T.in_flight = 0 else T.in_flight = T.in_flight - cash end
-  local a = load(url)
   if not a then
-    to_lambda(cash)  -- nowhere to return it: keep the books balanced
+    -- nowhere to return it: keep the books balanced (named: an account is
+    -- never deleted by this script)
+    if a == nil then corrupt('lease of ' .. url .. ' (no account)') end
+    to_lambda(cash)
     return nil
   end
-  if redis.call('HINCRBY', K_HBUSY, a.host, -1) <= 0 then redis.call('HDEL', K_HBUSY, a.host) end
+  if busy_add(a.host, -1) <= 0 then redis.call('HDEL', K_HBUSY, a.host) end
   settle(a)
   return a, cash, {before_cash, before_mark, before_dividend, before_flight, flight}
 end
@@ -569,6 +627,10 @@ local function pop(cap, deadline, excluded, min_share, minted)
             write_off(url, host, tonumber(top[2]))
           elseif a then
             corrupt('queue entry ' .. url)
+          else
+            -- (accounts are never deleted: an entry of none is not ours; its
+            -- score is no cash of the books, whoever wrote it)
+            corrupt('queue entry ' .. url .. ' (no account)')
           end
         end
         -- an entry or advertisement that does not match the books: repair, rescan
@@ -983,7 +1045,9 @@ end
 local function unlease(url, id)
   local a, cash, before = close_lease(url, id)
   if not a then return false end
-  local exact = a.cash == 0 and before[3] == T.dividend
+  -- (the amounts kept in the lease record checked as the account's are)
+  local exact = a.cash == 0 and before[3] == T.dividend and before[1] - before[1] == 0
+    and before[1] >= 0 and before[2] >= 0 and before[2] <= T.dividend
   set_state(a, PENDING)
   if exact then
     a.cash = before[1]
@@ -1025,8 +1089,12 @@ if OP == 'recount' then
     local items = page[2]
     for i = 1, #items, 2 do
       local raw = items[i + 1]
-      if #raw >= REC_SIZE then
-        local st, _, c, mark = struct.unpack('<BBdd', raw)
+      local st, _, c, mark
+      if #raw >= REC_SIZE then st, _, c, mark = struct.unpack('<BBdd', raw) end
+      -- a record the ops would refuse (see load) is named, not summed
+      if not st or st > ALIAS or c - c ~= 0 or mark - mark ~= 0 or c < 0 or mark < 0 or mark > T.dividend then
+        corrupt(items[i])
+      else
         if (ALL and (st == PENDING or st == LEASED or st == CRAWLED)) or st == PENDING then
           c = c + (T.dividend - mark)
         end
@@ -1041,13 +1109,12 @@ if OP == 'recount' then
     cursor = page[1]
     local items = page[2]
     for i = 1, #items, 2 do
-      if #items[i + 1] == LEASE_SIZE then
-        local _, c = struct.unpack(LEASE_REC, items[i + 1])
-        flight(c)
-      end
+      local _, c
+      if #items[i + 1] == LEASE_SIZE then _, c = struct.unpack(LEASE_REC, items[i + 1]) end
+      if not c or c - c ~= 0 or c < 0 then corrupt('lease ' .. items[i]) else flight(c) end
     end
   until cursor == '0'
-  return {fmt(cash()), fmt(T.lambda_cash), fmt(flight()), fmt(T.injected), n}
+  return {fmt(cash()), fmt(T.lambda_cash), fmt(flight()), fmt(T.injected), n, unpack(CORRUPT)}
 end
 
 return redis.error_reply('aopic: unknown op ' .. tostring(OP))
