@@ -329,10 +329,13 @@ def verdict(outcome: Outcome) -> str | None:
 def detected_at_close(name: str) -> bool:
     """Changes no check can tell from honest data, one value at a time: a
     finite number where an amount is kept (1e308, a huge integer), an
-    amount missing (an honest frontier omits a total still 0), an account
+    amount or the pending count missing (an honest frontier omits a total
+    still 0: a count may go back to 0 in the op that raised it), an account
     deleted (its queue entry is named; its cash goes unaccounted). The
     books check at close (a recount) is what reports them."""
     field, _, value = name.partition("=")
     if field.startswith("tot.") and field[4:] in ("injected", "lambda_cash", "dividend"):
         return value in ("1e308", "huge_int", "missing")
+    if name == "tot.pending=missing":  # lambda then divides among too few: cash multiplied
+        return True
     return name in ("acct[pending]=missing", "acct[leased].cash=1e308", "acct[crawled].cash=1e308")

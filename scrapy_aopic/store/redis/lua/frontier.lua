@@ -49,10 +49,10 @@ local TOTAL_NAMES = {'injected', 'lambda_cash', 'lambda_history', 'in_flight', '
 local function load_totals()
   if T then return end
   T0 = redis.call('HMGET', K_TOT, unpack(TOTAL_NAMES))
-  -- an account once made wrote 'known', 'pending' and 'next_seq' (lambda
-  -- divides by the count of pending URLs: a missing one would multiply cash)
-  if T0[8] and not (T0[9] and T0[13]) then
-    error('AOPICCORRUPT total ' .. (T0[9] and 'next_seq' or 'pending') .. ' missing, with known = ' .. T0[8])
+  -- an account once made wrote 'known' and 'next_seq' (neither goes down;
+  -- 'pending' may be missing: back to 0 in the op that made it, a refusal)
+  if T0[8] and not T0[13] then
+    error('AOPICCORRUPT total next_seq missing, with known = ' .. string.format('%q', string.sub(T0[8], 1, 40)))
   end
   for i = 1, 14 do
     local raw = T0[i]
