@@ -379,8 +379,14 @@ class Frontier:
             self.store.close()
             return
         self._save_lane()
-        self.update_stats()
-        self._check_books()
+        try:
+            self.update_stats()
+            self._check_books()
+        except StoreUnavailable as exc:  # FrontierCorrupt: a total or record the recount refused
+            self.store_lost(exc)
+            logger.error("aopic: the frontier's books were not checked at close: %s", self.lost)
+            self.store.close()
+            return
         if self.export_path:
             path = self.export_importance(self.export_path)
             logger.info("aopic: importance ranking written to %s", path)

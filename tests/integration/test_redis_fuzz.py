@@ -40,17 +40,16 @@ STEPS = int(os.environ.get("REDIS_FUZZ_STEPS", "30"))
 def _maker(redis_url):
     def make():
         scheduler, crawler, _, _ = shared_scheduler(redis_url)
-        return scheduler, crawler, redis.Redis.from_url(redis_url), scheduler.frontier.store.keys
+        return fuzz.Crawl(scheduler, crawler, redis.Redis.from_url(redis_url), scheduler.frontier.store.keys)
 
     return make
 
 
-def _names(redis_url) -> list[str]:
-    scheduler, crawler, client, keys = _maker(redis_url)()
-    crawl = fuzz.Crawl(scheduler, crawler, client, keys)
+def _names(make) -> list[str]:
+    crawl = make()
     fuzz.setup(crawl)
     names = [name for name, _ in fuzz.targets(crawl)]
-    scheduler.close("finished")
+    crawl.scheduler.close("finished")
     return names
 
 
@@ -65,7 +64,7 @@ def test_the_honest_crawl_balances_and_refuses_nothing(redis_url):
 
 def test_one_hostile_value_anywhere_is_refused_by_name_or_balanced(redis_url):
     make = _maker(redis_url)
-    names = _names(redis_url)
+    names = _names(make)
     assert len(names) > 300
     broken, kinds = [], Counter()
     for round_ in range(ROUNDS):
@@ -128,3 +127,53 @@ def test_a_hostile_value_found_by_the_fuzz_ends_named(redis_url, name):
     assert fuzz.verdict(outcome) is None, fuzz.verdict(outcome)
     assert _kind(outcome) == REGRESSIONS[name], (outcome.stats, outcome.logs)
     assert outcome.finite
+
+
+# -- Redis Cluster: the sharded frontier's own numbers, and a sample of the rest ----------------
+
+SHARDS = 3
+#: single-frontier changes also made on a shard (a seeded sample: the
+#: cluster's cases cost more), besides every cross-shard one
+CLUSTER_SAMPLE = int(os.environ.get("REDIS_FUZZ_CLUSTER_SAMPLE", "40"))
+
+
+def _cluster_maker(cluster):
+    """Crawls whose three hosts live on shard 0 (its keys are the ones
+    changed), each page also linking a host of shard 1 (cross-shard
+    credits through shard 0's outbox)."""
+    from scrapy_aopic.store.redis.cluster import shard_of_host
+
+    by_shard: dict[int, list[str]] = {}
+    for n in range(100):
+        by_shard.setdefault(shard_of_host(f"h{n}.test", SHARDS), []).append(f"h{n}.test")
+    client = redis.RedisCluster.from_url(cluster.url)
+
+    def make():
+        scheduler, crawler, _, _ = shared_scheduler(cluster.url, AOPIC_REDIS_CLUSTER=True, AOPIC_REDIS_SHARDS=SHARDS)
+        shards = scheduler.frontier.store.shards
+        return fuzz.Crawl(scheduler, crawler, client, shards[0].keys, hosts=tuple(by_shard[0][:3]),
+                          cross=by_shard[1][0], other=shards[1].keys, home_index=0, other_index=1)
+
+    return make
+
+
+def test_on_a_cluster_one_hostile_value_is_refused_by_name_or_balanced(redis_cluster):
+    import random
+
+    make = _cluster_maker(redis_cluster)
+    names = _names(make)
+    crawl = make()
+    fuzz.setup(crawl)
+    cross = [name for name, _ in fuzz.cluster_targets(crawl)]
+    crawl.scheduler.close("finished")
+    single = [name for name in names if name not in cross]
+    chosen = cross + random.Random(SEED).sample(single, min(CLUSTER_SAMPLE, len(single)))
+    broken, kinds = [], Counter()
+    for i, name in enumerate(chosen):
+        outcome = fuzz.run_case(make, name, SEED + i, STEPS)
+        problem = fuzz.verdict(outcome)
+        if problem:
+            broken.append(f"{name} (seed {SEED + i}): {problem}")
+        kinds[_kind(outcome)] += 1
+    assert not broken, "\n".join(broken)
+    assert {"frontier_corrupt", "balanced"} <= set(kinds), kinds

@@ -25,6 +25,7 @@ import redis
 from scrapy import Request
 from scrapy.http import HtmlResponse
 
+from scrapy_aopic.store.base import StoreUnavailable
 from scrapy_aopic.store.redis.records import LEASE, RECORD
 
 #: Hostile text values for a number, a count or a record.
@@ -58,6 +59,11 @@ class Crawl:
     crawler: Any
     client: redis.Redis
     keys: Any
+    hosts: tuple = HOSTS  # (on a cluster: hosts of one shard, whose keys are ``keys``)
+    cross: str | None = None  # a host on another shard, linked from every page
+    other: Any = None  # (a cluster) the keys of the cross host's shard
+    home_index: int = 0
+    other_index: int = 0
     held: list = field(default_factory=list)  # requests handed out, not visited yet
     pending: list = field(default_factory=list)
     crawled: list = field(default_factory=list)
@@ -75,7 +81,10 @@ def page(request: Request) -> HtmlResponse:
 def visit(crawl: Crawl, request: Request, links: int = 2) -> None:
     host = request.url.split("/")[2]
     frontier = crawl.scheduler.frontier
-    for out in frontier.visit(page(request), [crawl.link(host) for _ in range(links)]):
+    made = [crawl.link(host) for _ in range(links)]
+    if crawl.cross and links:
+        made.append(crawl.link(crawl.cross))
+    for out in frontier.visit(page(request), made):
         crawl.scheduler.enqueue_request(out)
     crawl.crawled.append(request.url)
 
@@ -84,7 +93,7 @@ def setup(crawl: Crawl) -> None:
     """Seeds on three hosts, four pages visited (each with two links), two
     leases left open: every kind of record exists when the value changes."""
     scheduler = crawl.scheduler
-    for i, host in enumerate(HOSTS):
+    for i, host in enumerate(crawl.hosts):
         scheduler.enqueue_request(Request(f"http://{host}/", meta={"is_start_request": True}))
         scheduler.enqueue_request(Request(f"http://{host}/s{i}", meta={"is_start_request": True}))
     for _ in range(4):
@@ -92,7 +101,7 @@ def setup(crawl: Crawl) -> None:
     for _ in range(2):
         crawl.held.append(scheduler.next_request())
     store = scheduler.frontier.store
-    crawl.pending = [v.url for v in store.iter_accounts() if v.state == 0]
+    crawl.pending = [v.url for v in store.iter_accounts() if v.state == 0 and v.host in crawl.hosts]
 
 
 def _rec(crawl: Crawl, url: str) -> bytes:
@@ -108,6 +117,7 @@ def _with_field(raw: bytes, index: int, value) -> bytes:
 def targets(crawl: Crawl) -> list[tuple[str, Callable[[Crawl], None]]]:
     """Every (name, change) a case may make, on this crawl's keys."""
     k, c = crawl.keys, crawl.client
+    a = crawl.hosts[0]
     out: list[tuple[str, Callable[[Crawl], None]]] = []
 
     def add(name, change):
@@ -172,20 +182,21 @@ def targets(crawl: Crawl) -> list[tuple[str, Callable[[Crawl], None]]]:
     add("ldl=unknown_url", lambda cr: c.zadd(k.ldl, {"http://nowhere.test/": 0}))
     # host order, advertisements, queues, host caps
     for vname, v in VALUES.items():
-        add(f"hadv[a]={vname}", lambda cr, v=v: c.hset(k.hadv, "a.test", v))
-        add(f"hbusy[a]={vname}", lambda cr, v=v: c.hset(k.hbusy, "a.test", v))
-    add("hadv[a]=seq8+nan", lambda cr: c.hset(k.hadv, "a.test", b"\0" * 8 + b"nan"))
-    add("hadv[a]=missing", lambda cr: c.hdel(k.hadv, "a.test"))
+        add(f"hadv[a]={vname}", lambda cr, v=v: c.hset(k.hadv, a, v))
+        add(f"hbusy[a]={vname}", lambda cr, v=v: c.hset(k.hbusy, a, v))
+    add("hadv[a]=seq8+nan", lambda cr: c.hset(k.hadv, a, b"\0" * 8 + b"nan"))
+    add("hadv[a]=missing", lambda cr: c.hdel(k.hadv, a))
     add("hosts=short_member", lambda cr: c.zadd(k.hosts, {b"x": -1e9}))
     add("hosts=unknown_host", lambda cr: c.zadd(k.hosts, {b"\0" * 8 + b"zz.test": -1e9}))
-    add("hosts=-inf", lambda cr: c.zadd(k.hosts, {b"\0" * 8 + b"a.test": "-inf"}))
+    add("hosts=-inf", lambda cr: c.zadd(k.hosts, {b"\0" * 8 + a.encode(): "-inf"}))
     add("hosts=bad_utf8_host", lambda cr: c.zadd(k.hosts, {b"\0" * 8 + b"\xff\xfe": -1e9}))
     add("hosts=emptied", lambda cr: c.delete(k.hosts))
-    q = k.queue_prefix + "a.test"
+    q = k.queue_prefix + a
     add("queue[a]=short_member", lambda cr: c.zadd(q, {b"x": -1e9}))
     add("queue[a]=unknown_url", lambda cr: c.zadd(q, {b"\0" * 8 + b"http://nowhere.test/q": -1e9}))
-    add("queue[a]=-inf", lambda cr: c.zadd(q, {b"\0" * 8 + b"http://a.test/": "-inf"}))
-    add("queue[a]=other_hosts_url", lambda cr: c.zadd(q, {b"\0" * 8 + b"http://b.test/": -1e9}))
+    add("queue[a]=-inf", lambda cr: c.zadd(q, {b"\0" * 8 + f"http://{a}/".encode(): "-inf"}))
+    add("queue[a]=other_hosts_url",
+        lambda cr: c.zadd(q, {b"\0" * 8 + f"http://{crawl.hosts[1]}/".encode(): -1e9}))
     add("queue[zz]=bad_utf8", lambda cr: (c.zadd(k.queue_prefix + "zz.test", {b"\0" * 8 + b"\xff": -1e9}),
                                            c.zadd(k.hosts, {b"\0" * 8 + b"zz.test": -1e9})))
     add("req[pending]=bad_utf8", lambda cr: c.hset(k.req, cr.pending[0], b"\xff\xfe"))
@@ -195,6 +206,45 @@ def targets(crawl: Crawl) -> list[tuple[str, Callable[[Crawl], None]]]:
     for name in ("tot", "acct", "req", "alias", "hosts", "hadv", "lease", "ldl", "hbusy", "epoch"):
         add(f"{name}=wrong_type", lambda cr, name=name: (c.delete(k[name]), c.lpush(k[name], b"x")))
     add("queue[a]=wrong_type", lambda cr: (c.delete(q), c.set(q, b"x")))
+    if crawl.other is not None:
+        out += cluster_targets(crawl)
+    return out
+
+
+#: An outbox entry (seq, destination shard, msgpack credits) written by a
+#: script, as frontier.lua writes them (msgpack from Redis' own cmsgpack).
+_PLANT_ENTRY = """
+local entry = struct.pack('>I8I4', tonumber(ARGV[1]), tonumber(ARGV[2])) .. cmsgpack.pack({ARGV[3], ARGV[4], '1', '', ARGV[5]})
+return redis.call('ZADD', KEYS[1], ARGV[1], entry)
+"""
+
+
+def cluster_targets(crawl: Crawl) -> list[tuple[str, Callable[[Crawl], None]]]:
+    """The numbers and records of a sharded frontier's cross-shard books, on
+    the home shard (``keys``, sending) and the other (``other``, receiving)."""
+    k, o, c = crawl.keys, crawl.other, crawl.client
+    home, other = crawl.home_index, crawl.other_index
+    out: list[tuple[str, Callable[[Crawl], None]]] = []
+
+    def add(name, change):
+        out.append((name, change))
+
+    for f in ("xseq", "xsent", "xrecv", "xalias_n", "xalias_cash"):
+        for vname, v in VALUES.items():
+            add(f"tot.{f}={vname}", lambda cr, f=f, v=v: c.hset(k.tot, f, v))
+            add(f"other.tot.{f}={vname}", lambda cr, f=f, v=v: c.hset(o.tot, f, v))
+    for vname, v in VALUES.items():
+        add(f"xin[home]={vname}", lambda cr, v=v: c.hset(o.tag + ":xin", home, v))
+    add("xin=bad_source", lambda cr: c.hset(o.tag + ":xin", b"\xff", 1))
+    add("xin=wrong_type", lambda cr: (c.delete(o.tag + ":xin"), c.lpush(o.tag + ":xin", b"x")))
+    outbox = k.tag + ":out"
+    add("out=short_member", lambda cr: c.zadd(outbox, {b"x": 1}))
+    add("out=bad_msgpack", lambda cr: c.zadd(outbox, {struct.pack(">QI", 10**6, other) + b"\xc1\xc1": 10**6}))
+    add("out=unknown_shard", lambda cr: c.zadd(outbox, {struct.pack(">QI", 10**6, 99) + b"\x90": 10**6}))
+    add("out=wrong_type", lambda cr: (c.delete(outbox), c.lpush(outbox, b"x")))
+    for vname, v in (("nan", "nan"), ("inf", "inf"), ("negative", "-5"), ("word", "abc")):
+        add(f"out.amount={vname}", lambda cr, v=v: c.eval(
+            _PLANT_ENTRY, 1, outbox, 10**6, other, f"http://{cr.cross}/planted", cr.cross, v))
     return out
 
 
@@ -233,7 +283,7 @@ def drive(crawl: Crawl, rng: random.Random, steps: int) -> int:
         elif action < 0.8 and crawl.held:
             visit(crawl, crawl.held.pop(rng.randrange(len(crawl.held))), rng.randrange(0, 3))
         else:
-            scheduler.enqueue_request(Request(f"http://{rng.choice(HOSTS)}/n{done}",
+            scheduler.enqueue_request(Request(f"http://{rng.choice(crawl.hosts)}/n{done}",
                                               meta={"is_start_request": True}))
         scheduler.has_pending_requests()
         len(scheduler)
@@ -253,10 +303,10 @@ class _Capture(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def run_case(make_scheduler: Callable[[], tuple], name: str, seed: int, steps: int = 30) -> Outcome:
+def run_case(make_crawl: Callable[[], Crawl], name: str, seed: int, steps: int = 30) -> Outcome:
     """One case: crawl, change ``name``, drive on, close; what happened."""
-    scheduler, crawler, client, keys = make_scheduler()
-    crawl = Crawl(scheduler, crawler, client, keys)
+    crawl = make_crawl()
+    scheduler, crawler = crawl.scheduler, crawl.crawler
     rng = random.Random(seed)
     outcome = Outcome(name)
     capture = _Capture()
@@ -280,12 +330,15 @@ def run_case(make_scheduler: Callable[[], tuple], name: str, seed: int, steps: i
                 outcome.injected = totals.injected
                 outcome.finite = all(math.isfinite(x) for x in (
                     totals.injected, totals.lambda_cash, totals.in_flight, totals.history_sum, outcome.error))
+            except StoreUnavailable:
+                pass  # refused by the recount: the close must say so (below)
             except Exception:  # noqa: BLE001
                 outcome.crash = "at the books check: " + traceback.format_exc(limit=6)
         try:
             scheduler.close("finished")
         except Exception:  # noqa: BLE001
             outcome.crash = (outcome.crash or "") + "at close: " + traceback.format_exc(limit=6)
+        outcome.lost = frontier.lost
     finally:
         log.removeHandler(capture)
         log.setLevel(level)
@@ -296,6 +349,7 @@ def run_case(make_scheduler: Callable[[], tuple], name: str, seed: int, steps: i
 
 #: Log lines that name what was refused (the URL, host, total or key in them).
 NAMING_LINES = ("unreadable frontier data in Redis for", "holds data this store never writes",
+                "outbox is unreadable", "outbox names shard",
                 "unreadable account record for", "stored request for", "is gone (identity")
 
 #: Stats that say a value read back was refused (named, counted).

@@ -70,7 +70,8 @@ def total_of(name: str, raw: bytes | str | None, *, count: bool = False) -> floa
     if not math.isfinite(value) or (value < 0 and name not in _SIGNED_TOTALS) or (
         count and (value != int(value) or value > 2**53)
     ):
-        raise FrontierCorrupt(f"the frontier's total {name} in Redis is {raw[:40]!r}: not written by this store")
+        raise FrontierCorrupt(f"the shared frontier in Redis holds data this store never writes: total {name} = "
+                              f"{raw[:40]!r}; stopping rather than trust its books")
     return value
 
 

@@ -43,12 +43,12 @@ local function corrupt(what) CORRUPT[#CORRUPT + 1] = what end
 -- needs them only for a new URL and reads them then (load_totals): most
 -- links registered are known already.
 local T, T0 = nil, nil
--- (in this order: T0[i]; 6..14 but 12, the dividend, are counts)
-local TOTAL_NAMES = {'injected', 'lambda_cash', 'lambda_history', 'in_flight', 'history_sum',
-  'lambda_visits', 'visits', 'known', 'pending', 'leased', 'crawled', 'dividend', 'next_seq', 'next_lease'}
 local function load_totals()
   if T then return end
-  T0 = redis.call('HMGET', K_TOT, unpack(TOTAL_NAMES))
+  -- (in this order: T0[i]; 6..14 but 12, the dividend, are counts)
+  T0 = redis.call('HMGET', K_TOT, 'injected', 'lambda_cash', 'lambda_history',
+    'in_flight', 'history_sum', 'lambda_visits', 'visits', 'known', 'pending',
+    'leased', 'crawled', 'dividend', 'next_seq', 'next_lease')
   -- an account once made wrote 'known' and 'next_seq' (neither goes down;
   -- 'pending' may be missing: back to 0 in the op that made it, a refusal)
   if T0[8] and not T0[13] then
@@ -66,7 +66,10 @@ local function load_totals()
       -- (v - v ~= 0: nan and +-inf; counts stay below 2^53, exact doubles)
       if not v or v - v ~= 0 or (v < 0 and i ~= 4 and i ~= 5)
           or (i >= 6 and i ~= 12 and (v % 1 ~= 0 or v > 9007199254740992)) then
-        error('AOPICCORRUPT total ' .. TOTAL_NAMES[i] .. ' = ' .. string.format('%q', string.sub(raw, 1, 40)))
+        -- (the names again, not a table every run would allocate)
+        error('AOPICCORRUPT total ' .. select(i, 'injected', 'lambda_cash', 'lambda_history',
+          'in_flight', 'history_sum', 'lambda_visits', 'visits', 'known', 'pending', 'leased',
+          'crawled', 'dividend', 'next_seq', 'next_lease') .. ' = ' .. string.format('%q', string.sub(raw, 1, 40)))
       end
       T0[i] = v
     else
@@ -792,19 +795,42 @@ local function credit(lurl, host, depth, req, amount, bonus)
   if state == PENDING and amount ~= 0 then push(a) end
 end
 
+-- A number of a sharded frontier's books (tot 'xseq', 'xsent', 'xrecv', a
+-- shard's last sequence applied in P:xin), as load_totals checks the
+-- totals: 0 when missing, anything not written here stops the op (read
+-- before its first write) with an AOPICCORRUPT reply naming it.
+local function stored_number(raw, what, count)
+  if not raw then return 0 end
+  local v = tonumber(raw)
+  if not v or v - v ~= 0 or v < 0 or (count and (v % 1 ~= 0 or v > 9007199254740992)) then
+    error('AOPICCORRUPT ' .. what .. ' = ' .. string.format('%q', string.sub(raw, 1, 40)))
+  end
+  return v
+end
+
+-- whether the credits of an outbox entry are all amounts (each 5th part)
+local function entry_ok(parts)
+  for j = 5, #parts, 5 do
+    local amount = tonumber(parts[j])
+    if not amount or amount - amount ~= 0 or amount < 0 then return false end
+  end
+  return true
+end
+
 if OP == 'receive' then
   -- source-shard, then (seq payload) per outbox entry of that source, in
   -- sequence order -> how many were applied (a repeated one is skipped)
   -- (see 'Cross-shard credits' below)
   local source = ARGV[A]
-  local last = tonumber(redis.call('HGET', P .. ':xin', source) or '0') or 0
+  local last = stored_number(redis.call('HGET', P .. ':xin', source), 'xin ' .. source, true)
   -- ('xrecv' is not among the totals every op reads: read here)
-  local applied, received = 0, tonumber(redis.call('HGET', K_TOT, 'xrecv')) or 0
+  local applied, received = 0, stored_number(redis.call('HGET', K_TOT, 'xrecv'), 'total xrecv')
   for i = A + 1, #ARGV, 2 do
     local seq = tonumber(ARGV[i])
     if seq > last then
       local ok, parts = pcall(cmsgpack.unpack, ARGV[i + 1])
-      if ok and type(parts) == 'table' then
+      -- (an entry with an amount that is none is skipped whole, named)
+      if ok and type(parts) == 'table' and entry_ok(parts) then
         for j = 1, #parts - 4, 5 do
           local amount = tonumber(parts[j + 4]) or 0
           received = received + amount
@@ -887,14 +913,19 @@ end
 -- lambda + in flight == injected + xrecv - xsent. An entry whose url is ''
 -- credits the destination's lambda (see 'lambda_send'). Returns the
 -- amount sent. ('xseq' and 'xsent' are not among the totals every op
--- reads: read here, once per run, by the ops that send.)
+-- reads: read and checked once per run, first thing, by the ops that send.)
+local function load_x()
+  if T.xseq == nil then
+    local x = redis.call('HMGET', K_TOT, 'xseq', 'xsent')
+    T.xseq = stored_number(x[1], 'total xseq', true)
+    T.xsent = stored_number(x[2], 'total xsent')
+  end
+end
+
 local function send_parts(dest, parts)
   local amount = 0
   for i = 5, #parts, 5 do amount = amount + tonumber(parts[i]) end
-  if T.xseq == nil then
-    local x = redis.call('HMGET', K_TOT, 'xseq', 'xsent')
-    T.xseq, T.xsent = tonumber(x[1]) or 0, tonumber(x[2]) or 0
-  end
+  load_x()
   T.xseq = T.xseq + 1
   T.xsent = T.xsent + amount
   redis.call('HSET', K_TOT, 'xseq', T.xseq, 'xsent', fmt(T.xsent))
@@ -922,6 +953,7 @@ end
 if OP == 'settle_visit_x' then
   -- url id history visited_at ndest, then per destination shard: shard n
   -- and n credits (url host depth req amount), then the local credits
+  load_x()  -- checked before any write
   local result
   local cash = visited(ARGV[A], tonumber(ARGV[A + 1]), tonumber(ARGV[A + 2]), tonumber(ARGV[A + 3]))
   if not cash then
@@ -981,6 +1013,7 @@ if OP == 'settle_transfer_x' then
   -- url id shard target-url target-host target-depth target-req '': the
   -- target lives on another shard (never the url itself); the amount is
   -- written in place of the last argument
+  load_x()  -- checked before any write
   local result
   local amount, depth = make_alias(ARGV[A], tonumber(ARGV[A + 1]), ARGV[A + 3])
   if not amount then
@@ -998,6 +1031,7 @@ if OP == 'lambda_send' then
   -- (shard amount)...: move up to these amounts of lambda's cash to other
   -- shards' lambda, through the outbox (never more than lambda holds)
   -- -> {amount sent, entries written, outbox entries...}
+  load_x()  -- checked before any write
   local sent, entries = 0, 0
   for i = A, #ARGV - 1, 2 do
     local amount = math.min(tonumber(ARGV[i + 1]), T.lambda_cash)
@@ -1026,17 +1060,18 @@ if OP == 'in_transit' then
   for i = A, #ARGV - 1, 2 do last[tonumber(ARGV[i])] = tonumber(ARGV[i + 1]) end
   local amount = 0
   for _, member in ipairs(redis.call('ZRANGE', P .. ':out', 0, -1)) do
-    local seq, dest = struct.unpack('>I8I4', member)
-    if seq > (last[dest] or 0) then
+    local seq, dest = 0, nil
+    if #member >= 12 then seq, dest = struct.unpack('>I8I4', member) else corrupt('outbox entry (too short)') end
+    if dest and seq > (last[dest] or 0) then
       local ok, parts = pcall(cmsgpack.unpack, string.sub(member, 13))
-      if ok and type(parts) == 'table' then
-        for j = 5, #parts, 5 do amount = amount + (tonumber(parts[j]) or 0) end
+      if ok and type(parts) == 'table' and entry_ok(parts) then
+        for j = 5, #parts, 5 do amount = amount + tonumber(parts[j]) end
       else
         corrupt('outbox entry ' .. seq)
       end
     end
   end
-  return done({fmt(amount), tostring(tonumber(redis.call('HGET', K_TOT, 'xseq')) or 0)})
+  return done({fmt(amount), fmt(stored_number(redis.call('HGET', K_TOT, 'xseq'), 'total xseq', true))})
 end
 
 -- undo a lease nobody used (the host was not ready after all): the account
