@@ -367,6 +367,8 @@ def verdict(outcome: Outcome) -> str | None:
         if not refused or not named:
             return f"closed ({outcome.lost}) without a refusal stat or a log line naming it"
         return None
+    if outcome.error is None:
+        return "the books could not be recounted, and the crawl did not close as refused"
     if not outcome.finite:
         return f"non-finite books: error {outcome.error}, injected {outcome.injected}"
     if outcome.balanced:

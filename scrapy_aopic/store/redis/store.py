@@ -461,9 +461,11 @@ class RedisStore(SharedSeeds, FrontierStore):
             state, flags, cash, mark, history, last_visit, _seq, visits, depth = RECORD.unpack_from(raw)
         except struct.error:
             state = None
-        # (as the script's load: cash, mark, history finite and >= 0)
+        # (as the script's load: cash, mark, history finite and >= 0; not the
+        # mark against the dividend: iter_accounts reads that before the
+        # records, which a running crawl may write meanwhile)
         if state is None or state > ALIAS or not (
-            0 <= cash < math.inf and 0 <= mark <= dividend and 0 <= history < math.inf
+            0 <= cash < math.inf and 0 <= mark < math.inf and 0 <= history < math.inf
         ):
             self.corrupt_seen += 1
             logger.warning("aopic: unreadable account record for %s in Redis; skipped", url)

@@ -795,6 +795,52 @@ local function credit(lurl, host, depth, req, amount, bonus)
   if state == PENDING and amount ~= 0 then push(a) end
 end
 
+-- close the lease of a visited page: the account is CRAWLED with its new
+-- history; the lease's cash, or nil for a stale lease
+local function visited(url, id, history, lv)
+  local a, cash = close_lease(url, id)
+  if not a then return nil end
+  set_state(a, CRAWLED)
+  T.history_sum = T.history_sum + (history - a.history)
+  a.history = history
+  a.lv = lv
+  if a.flags % 2 == 0 then a.flags = a.flags + 1 end
+  a.visits = a.visits + 1
+  T.visits = T.visits + 1
+  save(a)  -- before the credits: one may reach this account through an alias
+  return cash
+end
+
+-- the credits (url host depth req amount) in ARGV[first..last]; their sum
+-- (the discovery cash ``bonus`` they bring in is not in it: it is injected)
+local function credit_all(first, last, bonus)
+  local paid = 0
+  for i = first, last, 5 do
+    local amount = tonumber(ARGV[i + 4])
+    paid = paid + amount
+    credit(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], amount, bonus)
+  end
+  return paid
+end
+
+if OP == 'settle_visit' then
+  -- url id history visited_at discovery-cash, then (url host depth req
+  -- amount) per credit
+  local result
+  local bonus = tonumber(ARGV[A + 4])
+  if not bonus or bonus ~= bonus or bonus < 0 or bonus == math.huge then  -- before any write
+    return redis.error_reply('discovery cash is not an amount: ' .. tostring(ARGV[A + 4]))
+  end
+  local cash = visited(ARGV[A], tonumber(ARGV[A + 1]), tonumber(ARGV[A + 2]), tonumber(ARGV[A + 3]))
+  if not cash then
+    result = 0
+  else
+    to_lambda(cash - credit_all(A + 5, #ARGV, bonus))
+    result = 1
+  end
+  return done(result)
+end
+
 -- A number of a sharded frontier's books (tot 'xseq', 'xsent', 'xrecv', a
 -- shard's last sequence applied in P:xin), as load_totals checks the
 -- totals: 0 when missing, anything not written here stops the op (read
@@ -852,52 +898,6 @@ if OP == 'receive' then
     redis.call('HSET', K_TOT, 'xrecv', fmt(received))
   end
   return done(applied)
-end
-
--- close the lease of a visited page: the account is CRAWLED with its new
--- history; the lease's cash, or nil for a stale lease
-local function visited(url, id, history, lv)
-  local a, cash = close_lease(url, id)
-  if not a then return nil end
-  set_state(a, CRAWLED)
-  T.history_sum = T.history_sum + (history - a.history)
-  a.history = history
-  a.lv = lv
-  if a.flags % 2 == 0 then a.flags = a.flags + 1 end
-  a.visits = a.visits + 1
-  T.visits = T.visits + 1
-  save(a)  -- before the credits: one may reach this account through an alias
-  return cash
-end
-
--- the credits (url host depth req amount) in ARGV[first..last]; their sum
--- (the discovery cash ``bonus`` they bring in is not in it: it is injected)
-local function credit_all(first, last, bonus)
-  local paid = 0
-  for i = first, last, 5 do
-    local amount = tonumber(ARGV[i + 4])
-    paid = paid + amount
-    credit(ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3], amount, bonus)
-  end
-  return paid
-end
-
-if OP == 'settle_visit' then
-  -- url id history visited_at discovery-cash, then (url host depth req
-  -- amount) per credit
-  local result
-  local bonus = tonumber(ARGV[A + 4])
-  if not bonus or bonus ~= bonus or bonus < 0 or bonus == math.huge then  -- before any write
-    return redis.error_reply('discovery cash is not an amount: ' .. tostring(ARGV[A + 4]))
-  end
-  local cash = visited(ARGV[A], tonumber(ARGV[A + 1]), tonumber(ARGV[A + 2]), tonumber(ARGV[A + 3]))
-  if not cash then
-    result = 0
-  else
-    to_lambda(cash - credit_all(A + 5, #ARGV, bonus))
-    result = 1
-  end
-  return done(result)
 end
 
 -- Cross-shard credits (a frontier sharded over a Redis Cluster, one such
