@@ -394,4 +394,5 @@ def detected_at_close(name: str) -> bool:
         return value in ("1e308", "huge_int", "missing")
     if name == "tot.pending=missing":  # lambda then divides among too few: cash multiplied
         return True
-    return name in ("acct[pending]=missing", "acct[leased].cash=1e308", "acct[crawled].cash=1e308")
+    return name in ("acct[pending]=missing", "acct[pending].cash=1e308", "acct[leased].cash=1e308",
+                    "acct[crawled].cash=1e308", "lease.cash=1e308")

@@ -439,6 +439,8 @@ class RedisStore(SharedSeeds, FrontierStore):
         header, url, host, req = reply
         (has, lease_id, cash, history, has_last, last_visit, visits, depth,
          paid, pending, reclaimed) = LEASE_HEAD.unpack(header)
+        if pending < 0:  # counted down from a count that was not the frontier's (the next op refuses it)
+            total_of("pending", repr(pending).encode(), count=True)
         if not has:
             return None, paid, int(pending), int(reclaimed)
         url = text(url)
