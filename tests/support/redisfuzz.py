@@ -348,7 +348,7 @@ def run_case(make_crawl: Callable[[], Crawl], name: str, seed: int, steps: int =
 
 
 #: Log lines that name what was refused (the URL, host, total or key in them).
-NAMING_LINES = ("unreadable frontier data in Redis for", "holds data this store never writes",
+NAMING_LINES = ("frontier data in Redis not written by this store:", "holds data this store never writes",
                 "outbox is unreadable", "outbox names shard",
                 "unreadable account record for", "stored request for", "is gone (identity")
 

@@ -363,8 +363,8 @@ class RedisStore(SharedSeeds, FrontierStore):
         self.corrupt_seen += len(reply) - size
         for what in reply[size:]:
             logger.warning(
-                "aopic: unreadable frontier data in Redis for %s (not written by this "
-                "store); skipped, its cash goes to lambda",
+                "aopic: frontier data in Redis not written by this store: %s; skipped "
+                "(aopic/redis_corrupt; a pending URL's cash goes to lambda)",
                 text(what),
             )
         return reply[:size] if head else reply[0]

@@ -1117,6 +1117,7 @@ if OP == 'recount' then
     end
   end
   local cash, flight, n = adder(), adder(), 0
+  local counted = {[PENDING] = 0, [LEASED] = 0, [CRAWLED] = 0}  -- accounts by state
   local cursor = '0'
   repeat
     local page = redis.call('HSCAN', K_ACCT, cursor, 'COUNT', 1000)
@@ -1133,6 +1134,7 @@ if OP == 'recount' then
         if (ALL and (st == PENDING or st == LEASED or st == CRAWLED)) or st == PENDING then
           c = c + (T.dividend - mark)
         end
+        if counted[st] then counted[st] = counted[st] + 1 end
         cash(c)
         n = n + 1
       end
@@ -1149,6 +1151,13 @@ if OP == 'recount' then
       if not c or c - c ~= 0 or c < 0 then corrupt('lease ' .. items[i]) else flight(c) end
     end
   until cursor == '0'
+  -- the counts the ops keep against the records: a state or a count
+  -- changed by someone else (lambda divides among T.pending) is named
+  for st, name in pairs({[PENDING] = 'pending', [LEASED] = 'leased', [CRAWLED] = 'crawled'}) do
+    if counted[st] ~= T[name] then
+      corrupt('total ' .. name .. ' = ' .. fmt(T[name]) .. ', the records count ' .. counted[st])
+    end
+  end
   return {fmt(cash()), fmt(T.lambda_cash), fmt(flight()), fmt(T.injected), n, unpack(CORRUPT)}
 end
 
