@@ -18,7 +18,9 @@ must be reported by the books check at close.
 Every change of :func:`~tests.support.redisfuzz.targets` is made once, the
 crawl driven by a generator seeded from ``REDIS_FUZZ_SEED`` (default 0);
 ``REDIS_FUZZ_ROUNDS`` runs every change that many times with other seeds,
-``REDIS_FUZZ_STEPS`` (default 30) sets the steps after the change.
+``REDIS_FUZZ_STEPS`` (default 30) sets the steps after the change. On a
+Redis Cluster: every cross-shard change and ``REDIS_FUZZ_CLUSTER_SAMPLE``
+(default 40) of the others. The default run takes about 15 s.
 """
 
 from __future__ import annotations
