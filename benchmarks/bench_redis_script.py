@@ -88,6 +88,10 @@ class Frontier:
             args += [url(j), host(j), 2, "", "0.05"]
         return args
 
+    def visit(self, args: list, sha: str | None = None):
+        """``settle_visit`` of :meth:`visit_args` (no discovery cash)."""
+        return self.run("settle_visit", *args[:4], "0", *args[4:], sha=sha)
+
     def visit_x(self, args: list, sha: str | None = None):
         """The same visit on a frontier sharded over a Redis Cluster
         (``settle_visit_x``): links 0-2 and 3-4 credited to two other
@@ -129,7 +133,7 @@ def phases(sizes: dict[str, int], cross_shard: bool = False):
         rng = random.Random(1)
         new_from = known_end + f.token * 10
         for lease in f.leases:
-            f.run("settle_visit", *f.visit_args(lease, rng, known_end, new_from))
+            f.visit(f.visit_args(lease, rng, known_end, new_from))
             new_from += 5
         f.leases = []
 
@@ -194,7 +198,7 @@ def allocated(server: redis.Redis, trees: dict[str, str], cross_shard: bool) -> 
 
         def visit(n):
             f.pop("0", "0")
-            return f.run("settle_visit", *f.visit_args(f.leases.pop(), rng, 2000, 10_000 + 10 * n), sha=probe)
+            return f.visit(f.visit_args(f.leases.pop(), rng, 2000, 10_000 + 10 * n), sha=probe)
 
         figures[name] = {
             "inject (new URL)": median(lambda n: f.run("inject", url(5000 + n), host(5000 + n), 0, "", "1.0", sha=probe)),

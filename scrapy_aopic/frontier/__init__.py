@@ -43,7 +43,7 @@ from ..hygiene.canonical import build_canonicalizer
 from ..hygiene.domains import scheme_origin_of
 from ..meta import CASH, DOWNLOAD_SLOT, DUPLICATE_DISTANCE, DUPLICATE_OF, KEY, LEASE, LINK, REGISTERED
 from ..compat import close_spider, keep_cookie_domains_offline, scrapy_urlparse_cache
-from ..store.base import STATE_NAMES, FrontierLost, FrontierStore, Lease, Link, StoreStalled, StoreUnavailable
+from ..store.base import STATE_NAMES, FrontierCorrupt, FrontierLost, FrontierStore, Lease, Link, StoreStalled, StoreUnavailable
 from ..store.journal import JournaledStore
 from ..store.memory import MemoryStore
 from .lane import DirectLane, LaneEntry
@@ -381,8 +381,14 @@ class Frontier:
             self.store.close()
             return
         self._save_lane()
-        self.update_stats()
-        self._check_books()
+        try:
+            self.update_stats()
+            self._check_books()
+        except StoreUnavailable as exc:  # FrontierCorrupt: a total or record the recount refused
+            self.store_lost(exc)
+            logger.error("aopic: the frontier's books were not checked at close: %s", self.lost)
+            self.store.close()
+            return
         if self.export_path:
             path = self.export_importance(self.export_path)
             logger.info("aopic: importance ranking written to %s", path)
@@ -403,6 +409,7 @@ class Frontier:
         error = self.engine.conservation_error()
         injected = self.engine.totals().injected
         self.stats.set_value("aopic/conservation_error", error)
+        self._count_corrupt()  # the recount names what it could not sum
         if isinstance(getattr(self.store, "rolled_back", None), list):
             # a sharded store: what its recount found between the shards
             # (the part of the error a failover that lost writes made)
@@ -641,7 +648,10 @@ class Frontier:
         crawl end as ``finished``."""
         if self.lost is not None:
             return
-        self.lost = "frontier_lost" if isinstance(exc, FrontierLost) else "redis_unavailable"
+        if isinstance(exc, FrontierCorrupt):
+            self.lost = "frontier_corrupt"
+        else:
+            self.lost = "frontier_lost" if isinstance(exc, FrontierLost) else "redis_unavailable"
         self.stats.set_value(f"aopic/{self.lost}", 1)
         logger.error("aopic: %s; closing the spider (reason %s)", exc, self.lost)
         try:
@@ -1276,6 +1286,14 @@ class Frontier:
         stats.set_value("aopic/history_sum", t.history_sum)
         stats.set_value("aopic/in_flight_cash", t.in_flight)
         stats.set_value("aopic/cash_injected_total", t.injected)
+        self._count_corrupt()
+
+    def _count_corrupt(self) -> None:
+        """``aopic/redis_corrupt``: records in Redis this crawl's store
+        skipped as not its own (each named in a warning when met)."""
+        corrupt = getattr(self.store, "corrupt_seen", 0)
+        if corrupt:
+            self.stats.set_value("aopic/redis_corrupt", corrupt)
 
     def export_importance(self, path: str | os.PathLike) -> Path:
         """Write the importance ranking as JSON Lines, most important first."""

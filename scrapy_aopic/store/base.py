@@ -79,6 +79,14 @@ class FrontierLost(StoreUnavailable):
     restarted without persistence): finishing would look like success."""
 
 
+class FrontierCorrupt(StoreUnavailable):
+    """The shared frontier holds a value this store never writes where the
+    books depend on it (a total that is not a finite number, a key of the
+    wrong Redis type): the crawl stops and says which, rather than carry on
+    with books it cannot trust. (A bad record of one URL is not this: it is
+    skipped, named and counted, its cash to lambda.)"""
+
+
 class UnreadableData(NamedTuple):
     """Request data a store could not read back (not JSON, the wrong shape,
     too large or too deep): never a request to fetch; the frontier settles

@@ -57,9 +57,9 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..base import AccountView, Credit, FrontierStore, Lease, Link, Totals
+from ..base import AccountView, Credit, FrontierCorrupt, FrontierStore, Lease, Link, Totals
 from .records import fmt, text
-from .store import RedisStore, totals_of
+from .store import RedisStore, total_of, totals_of
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +89,20 @@ _STATS = {
 def shard_prefix(key_prefix: str, shard: int) -> str:
     """The hash-tagged prefix of shard ``shard`` of frontier ``key_prefix``."""
     return "{%s:s%d}" % (key_prefix, shard)
+
+
+def _applied(raw: dict) -> dict[int, int]:
+    """A shard's ``P:xin`` (source shard -> last sequence applied), checked:
+    what this store never writes there raises :class:`FrontierCorrupt`."""
+    applied = {}
+    for key, value in raw.items():
+        try:
+            source = int(text(key))
+        except ValueError:
+            raise FrontierCorrupt(f"the shared frontier in Redis holds data this store never writes: xin names "
+                                  f"source shard {key[:40]!r}; stopping rather than trust its books") from None
+        applied[source] = int(total_of(f"xin {source}", value, count=True))
+    return applied
 
 
 def shard_of_host(host: str, shards: int) -> int:
@@ -228,6 +242,11 @@ class RedisClusterStore(FrontierStore):
 
     # -- routing ---------------------------------------------------------------
 
+    @property
+    def corrupt_seen(self) -> int:
+        """Records not written by this store that the shards skipped."""
+        return sum(shard.corrupt_seen for shard in self.shards)
+
     def shard_index(self, url: str) -> int:
         """The shard of canonical ``url``: by its host name (Scrapy's default
         download slot), so every call that knows only the URL finds it."""
@@ -316,7 +335,7 @@ class RedisClusterStore(FrontierStore):
         rows = []
         for raw in self._pipelined("totals", build):
             values = {text(k): v for k, v in raw.items()}
-            rows.append((totals_of(raw), float(values.get("xrecv", 0.0)), float(values.get("xsent", 0.0))))
+            rows.append((totals_of(raw), total_of("xrecv", values.get("xrecv")), total_of("xsent", values.get("xsent"))))
         return rows
 
     def totals(self) -> Totals:
@@ -388,7 +407,8 @@ class RedisClusterStore(FrontierStore):
                 pipe.hmget(shard.keys.tot, ["xalias_n", "xalias_cash"])
 
         rows = self._pipelined("aliases", build)
-        self.alias_to_lambda = (sum(int(n or 0) for n, _ in rows), sum(float(c or 0) for _, c in rows))
+        self.alias_to_lambda = (sum(int(total_of("xalias_n", n, count=True)) for n, _ in rows),
+                                sum(total_of("xalias_cash", c) for _, c in rows))
         self.transit_error = self.in_transit() - unapplied
         if self.rolled_back or abs(self.transit_error) > 1e-9 * max(injected, 1.0):
             logger.error(
@@ -412,7 +432,7 @@ class RedisClusterStore(FrontierStore):
             for shard in self.shards:
                 pipe.hgetall(shard.keys.tag + ":xin")
 
-        applied = [{int(text(k)): int(v) for k, v in raw.items()} for raw in self._pipelined("in transit", build)]
+        applied = [_applied(raw) for raw in self._pipelined("in transit", build)]
         cash, rolled_back = 0.0, []
         for source, shard in enumerate(self.shards):
             args: list[Any] = []
@@ -756,6 +776,11 @@ class RedisClusterStore(FrontierStore):
         by_dest: dict[int, list[Any]] = {}
         done = []
         for member in members:
+            if len(member) < _OUTBOX_HEAD.size:  # not written by this store, and names no shard
+                self.shards[index].corrupt_seen += 1
+                logger.warning("aopic: an entry of shard %d's outbox is unreadable (%r); removed", index, member[:16])
+                done.append(member)
+                continue
             seq, dest = _OUTBOX_HEAD.unpack_from(member)
             if 0 <= dest < len(self.shards):
                 by_dest.setdefault(dest, []).extend((seq, member[_OUTBOX_HEAD.size:]))

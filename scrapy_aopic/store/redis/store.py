@@ -21,6 +21,7 @@ from ..base import (
     PENDING,
     AccountView,
     Credit,
+    FrontierCorrupt,
     FrontierLost,
     FrontierStore,
     Lease,
@@ -51,15 +52,39 @@ BOOKS_CLAIM_SECONDS = 60
 _READ_OPS = frozenset({"pop", "peek", "ping", "recount", "in_transit"})
 
 
+#: Totals that may drift below 0 by an ulp (sums of additions and subtractions).
+_SIGNED_TOTALS = frozenset({"in_flight", "history_sum"})
+
+
+def total_of(name: str, raw: bytes | str | None, *, count: bool = False) -> float:
+    """Total ``name`` of ``P:tot`` as read: ``0`` when missing; anything
+    ``frontier.lua`` never writes there (text, nan, inf, a negative amount,
+    a count that is no integer) raises :class:`FrontierCorrupt` naming it,
+    as the script does (``load_totals``)."""
+    if raw is None:
+        return 0.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or (value < 0 and name not in _SIGNED_TOTALS) or (
+        count and (value != int(value) or value > 2**53)
+    ):
+        raise FrontierCorrupt(f"the shared frontier in Redis holds data this store never writes: total {name} = "
+                              f"{raw[:40]!r}; stopping rather than trust its books")
+    return value
+
+
 def totals_of(raw: dict) -> Totals:
-    """The :class:`Totals` of a frontier's ``P:tot`` hash (as read)."""
+    """The :class:`Totals` of a frontier's ``P:tot`` hash (as read, checked:
+    :func:`total_of`)."""
     values = {text(k): v for k, v in raw.items()}
 
     def num(name: str) -> float:
-        try:
-            return float(values.get(name, 0.0))
-        except ValueError:
-            return 0.0
+        return total_of(name, values.get(name))
+
+    def cnt(name: str) -> int:
+        return int(total_of(name, values.get(name), count=True))
 
     return Totals(
         injected=num("injected"),
@@ -67,12 +92,18 @@ def totals_of(raw: dict) -> Totals:
         lambda_history=num("lambda_history"),
         in_flight=num("in_flight"),
         history_sum=num("history_sum"),
-        lambda_visits=int(num("lambda_visits")),
-        visits=int(num("visits")),
-        known=int(num("known")),
-        pending=int(num("pending")),
-        leased=int(num("leased")),
+        lambda_visits=cnt("lambda_visits"),
+        visits=cnt("visits"),
+        known=cnt("known"),
+        pending=cnt("pending"),
+        leased=cnt("leased"),
     )
+
+
+#: Words of a Redis error reply that say the data is not ours: a key of
+#: the wrong type, a total the script refused (AOPICCORRUPT), a number
+#: Redis itself could not read, a script stopped by what it read.
+_CORRUPT_REPLIES = ("WRONGTYPE", "AOPICCORRUPT", "not an integer", "not a valid float", "user_script")
 
 
 class RedisStore(SharedSeeds, FrontierStore):
@@ -148,6 +179,8 @@ class RedisStore(SharedSeeds, FrontierStore):
         # Whether ``last_pending`` still holds: no change by this process
         # since it was read (other workers' changes are seen by the next pop).
         self._pending_fresh = False
+        #: records not written by this store that the scripts skipped (named in the log)
+        self.corrupt_seen = 0
         self._seed_claims: list[str] = []  # see take_seeds
         # pop tokens (see the script's 'pop'): this worker's id and a counter
         self._worker_id = ""
@@ -232,6 +265,14 @@ class RedisStore(SharedSeeds, FrontierStore):
         while True:
             try:
                 result = call()
+            except redis.ResponseError as exc:
+                message = str(exc)
+                if not any(word in message for word in _CORRUPT_REPLIES):
+                    raise
+                raise FrontierCorrupt(
+                    f"the shared frontier {self.key_prefix} on Redis {self._where()} holds data "
+                    f"this store never writes ({what}: {message}); stopping rather than trust its books"
+                ) from exc
             except _RETRYABLE as exc:
                 now = time.monotonic()
                 if self.fail_fast:
@@ -314,15 +355,16 @@ class RedisStore(SharedSeeds, FrontierStore):
         """The packed ``frontier.lua`` call of ``op``."""
         return self._scripts.pack(FRONTIER, self._script_keys, (self._tag_arg, op, self._all_flag, *args))
 
-    @staticmethod
-    def _result(reply: list, head: int = 0) -> Any:
+    def _result(self, reply: list, head: int = 0) -> Any:
         """The result of a ``frontier.lua`` reply; the hostile records the
-        script skipped (listed after the result) are logged."""
+        script skipped (listed after the result) are logged and counted
+        (:attr:`corrupt_seen`)."""
         size = head or 1
+        self.corrupt_seen += len(reply) - size
         for what in reply[size:]:
             logger.warning(
-                "aopic: unreadable frontier data in Redis for %s (not written by this "
-                "store); skipped, its cash goes to lambda",
+                "aopic: frontier data in Redis not written by this store: %s; skipped "
+                "(aopic/redis_corrupt; a pending URL's cash goes to lambda)",
                 text(what),
             )
         return reply[:size] if head else reply[0]
@@ -397,6 +439,8 @@ class RedisStore(SharedSeeds, FrontierStore):
         header, url, host, req = reply
         (has, lease_id, cash, history, has_last, last_visit, visits, depth,
          paid, pending, reclaimed) = LEASE_HEAD.unpack(header)
+        if pending < 0:  # counted down from a count that was not the frontier's (the next op refuses it)
+            total_of("pending", repr(pending).encode(), count=True)
         if not has:
             return None, paid, int(pending), int(reclaimed)
         url = text(url)
@@ -418,6 +462,14 @@ class RedisStore(SharedSeeds, FrontierStore):
         try:
             state, flags, cash, mark, history, last_visit, _seq, visits, depth = RECORD.unpack_from(raw)
         except struct.error:
+            state = None
+        # (as the script's load: cash, mark, history finite and >= 0; not the
+        # mark against the dividend: iter_accounts reads that before the
+        # records, which a running crawl may write meanwhile)
+        if state is None or state > ALIAS or not (
+            0 <= cash < math.inf and 0 <= mark < math.inf and 0 <= history < math.inf
+        ):
+            self.corrupt_seen += 1
             logger.warning("aopic: unreadable account record for %s in Redis; skipped", url)
             return None
         if state == PENDING or (self._all_flag == "1" and state in (LEASED, CRAWLED)):
@@ -439,7 +491,8 @@ class RedisStore(SharedSeeds, FrontierStore):
     def _lease_cash(raw: bytes | None) -> float:
         if raw is None or len(raw) != LEASE.size:
             return 0.0
-        return LEASE.unpack(raw)[1]
+        cash = LEASE.unpack(raw)[1]
+        return cash if 0 <= cash < math.inf else 0.0  # (the script refuses it: see close_lease)
 
     def _link_args(self, link: Link) -> list[Any]:
         return [link.url, link.host, int(link.depth), encode_request_data(link.request)]
@@ -451,7 +504,7 @@ class RedisStore(SharedSeeds, FrontierStore):
 
     def _dividend(self) -> float:
         raw = self._retrying("dividend", lambda: self.server.hget(self.keys["tot"], "dividend"))
-        return float(raw) if raw else 0.0
+        return total_of("dividend", raw)
 
     def get(self, url: str) -> AccountView | None:
         def read():
@@ -465,7 +518,7 @@ class RedisStore(SharedSeeds, FrontierStore):
         raw, lease, target, dividend = self._retrying("get", read)
         if raw is None:
             return None
-        view = self._view(url, raw, float(dividend or 0.0), self._lease_cash(lease), None)
+        view = self._view(url, raw, total_of("dividend", dividend), self._lease_cash(lease), None)
         if view is not None and view.state == ALIAS:
             view = view._replace(target=text(target))
         return view
@@ -544,10 +597,7 @@ class RedisStore(SharedSeeds, FrontierStore):
         if self._pending_fresh:
             return self.last_pending
         raw = self._retrying("pending", lambda: self.server.hget(self.keys["tot"], "pending"))
-        try:
-            self.last_pending = int(float(raw or 0))
-        except ValueError:
-            self.last_pending = 0
+        self.last_pending = int(total_of("pending", raw, count=True))
         self._pending_fresh = True
         return self.last_pending
 

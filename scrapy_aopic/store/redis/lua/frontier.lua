@@ -45,10 +45,37 @@ local function corrupt(what) CORRUPT[#CORRUPT + 1] = what end
 local T, T0 = nil, nil
 local function load_totals()
   if T then return end
+  -- (in this order: T0[i]; 6..14 but 12, the dividend, are counts)
   T0 = redis.call('HMGET', K_TOT, 'injected', 'lambda_cash', 'lambda_history',
     'in_flight', 'history_sum', 'lambda_visits', 'visits', 'known', 'pending',
     'leased', 'crawled', 'dividend', 'next_seq', 'next_lease')
-  for i = 1, 14 do T0[i] = tonumber(T0[i]) or 0 end
+  -- an account once made wrote 'known' and 'next_seq' (neither goes down;
+  -- 'pending' may be missing: back to 0 in the op that made it, a refusal)
+  if T0[8] and not T0[13] then
+    error('AOPICCORRUPT total next_seq missing, with known = ' .. string.format('%q', string.sub(T0[8], 1, 40)))
+  end
+  for i = 1, 14 do
+    local raw = T0[i]
+    if raw then
+      local v = tonumber(raw)
+      -- Checked as read, before any write: text, nan, inf, a negative
+      -- amount (in flight and the history sum may drift below 0 by an ulp)
+      -- or a count that is no integer was not written by this script. The
+      -- op stops with a reply the store raises as FrontierCorrupt, naming
+      -- the value: the books cannot be trusted past it.
+      -- (v - v ~= 0: nan and +-inf; counts stay below 2^53, exact doubles)
+      if not v or v - v ~= 0 or (v < 0 and i ~= 4 and i ~= 5)
+          or (i >= 6 and i ~= 12 and (v % 1 ~= 0 or v > 9007199254740992)) then
+        -- (the names again, not a table every run would allocate)
+        error('AOPICCORRUPT total ' .. select(i, 'injected', 'lambda_cash', 'lambda_history',
+          'in_flight', 'history_sum', 'lambda_visits', 'visits', 'known', 'pending', 'leased',
+          'crawled', 'dividend', 'next_seq', 'next_lease') .. ' = ' .. string.format('%q', string.sub(raw, 1, 40)))
+      end
+      T0[i] = v
+    else
+      T0[i] = 0
+    end
+  end
   T = {injected = T0[1], lambda_cash = T0[2], lambda_history = T0[3],
     in_flight = T0[4], history_sum = T0[5], lambda_visits = T0[6], visits = T0[7],
     known = T0[8], pending = T0[9], leased = T0[10], crawled = T0[11],
@@ -90,7 +117,10 @@ local function load(url)
   if not raw then return nil end
   if #raw < REC_SIZE then corrupt(url); return false end
   local ok, st, fl, cash, mark, hist, lv, seq, visits, depth, pos = pcall(struct.unpack, REC, raw)
-  if not ok or st > ALIAS or cash ~= cash or mark ~= mark or hist ~= hist then
+  -- (x - x ~= 0: nan or +-inf; cash, mark and history never go below 0,
+  -- and a mark is a dividend already paid)
+  if not ok or st > ALIAS or cash - cash ~= 0 or mark - mark ~= 0 or hist - hist ~= 0 or lv - lv ~= 0
+      or cash < 0 or mark < 0 or hist < 0 or (T and mark > T.dividend) then
     corrupt(url); return false
   end
   LAST = {url = url, state = st, flags = fl, cash = cash, mark = mark,
@@ -386,6 +416,18 @@ local function write_off(url, host, score)
     history = 0, lv = 0, seq = 0, visits = 0, depth = 0, host = host})
 end
 
+-- open leases of ``host`` (the cross-worker cap) changed by ``delta``: a
+-- count that is no integer (not ours) is named and starts again from here
+local function busy_add(host, delta)
+  local n = redis.pcall('HINCRBY', K_HBUSY, host, delta)
+  if type(n) == 'table' then
+    corrupt('open leases of host ' .. host)
+    n = math.max(delta, 0)
+    redis.call('HSET', K_HBUSY, host, n)
+  end
+  return n
+end
+
 local function open_lease(a, deadline)
   local before_cash, before_mark, before_flight = a.cash, a.mark, T.in_flight
   set_state(a, LEASED)
@@ -396,7 +438,7 @@ local function open_lease(a, deadline)
   redis.call('HSET', K_LEASE, a.url, struct.pack(LEASE_REC, id, cash, deadline,
     before_cash, before_mark, T.dividend, before_flight))
   redis.call('ZADD', K_LDL, fmt(deadline), a.url)
-  redis.call('HINCRBY', K_HBUSY, a.host, 1)
+  busy_add(a.host, 1)
   T.in_flight = T.in_flight + cash
   save(a)
   return {a = a, id = id, cash = cash}
@@ -418,10 +460,20 @@ end
 -- close lease ``id`` of ``url``: account (dividend settled) and its cash, or nil
 local function close_lease(url, id)
   local raw = redis.call('HGET', K_LEASE, url)
-  if not raw then return nil end
+  if not raw then
+    -- (a settlement after the lease was reclaimed finds it gone, and its
+    -- account pending or leased again; a leased account with no lease
+    -- record at all lost it to a foreign write, its cash with it)
+    if id ~= nil then
+      local a = load(url)
+      if a and a.state == LEASED then corrupt('lease of ' .. url .. ' (missing)') end
+    end
+    return nil
+  end
   local ok, lid, cash, _, before_cash, before_mark, before_dividend, before_flight =
     pcall(struct.unpack, LEASE_REC, raw)
-  if not ok or #raw ~= LEASE_SIZE then
+  -- (cash - cash ~= 0: nan or +-inf)
+  if not ok or #raw ~= LEASE_SIZE or cash - cash ~= 0 or cash < 0 or lid - lid ~= 0 then
     corrupt('lease ' .. url)
     redis.call('HDEL', K_LEASE, url)
     redis.call('ZREM', K_LDL, url)
@@ -430,15 +482,24 @@ local function close_lease(url, id)
   if id ~= nil and lid ~= id then return nil end
   redis.call('HDEL', K_LEASE, url)
   redis.call('ZREM', K_LDL, url)
+  local a = load(url)
+  if a and a.state ~= LEASED then
+    -- a lease record on an account that is not leased: not ours, and its
+    -- cash was never in flight; the account keeps what it has
+    corrupt('lease of ' .. url .. ' (account not leased)')
+    return nil
+  end
   local flight = T.in_flight
   -- recount from scratch when nothing is in flight: no float drift
   if redis.call('HLEN', K_LEASE) == 0 then T.in_flight = 0 else T.in_flight = T.in_flight - cash end
-  local a = load(url)
   if not a then
-    to_lambda(cash)  -- nowhere to return it: keep the books balanced
+    -- nowhere to return it: keep the books balanced (named: an account is
+    -- never deleted by this script)
+    if a == nil then corrupt('lease of ' .. url .. ' (no account)') end
+    to_lambda(cash)
     return nil
   end
-  if redis.call('HINCRBY', K_HBUSY, a.host, -1) <= 0 then redis.call('HDEL', K_HBUSY, a.host) end
+  if busy_add(a.host, -1) <= 0 then redis.call('HDEL', K_HBUSY, a.host) end
   settle(a)
   return a, cash, {before_cash, before_mark, before_dividend, before_flight, flight}
 end
@@ -569,6 +630,10 @@ local function pop(cap, deadline, excluded, min_share, minted)
             write_off(url, host, tonumber(top[2]))
           elseif a then
             corrupt('queue entry ' .. url)
+          else
+            -- (accounts are never deleted: an entry of none is not ours; its
+            -- score is no cash of the books, whoever wrote it)
+            corrupt('queue entry ' .. url .. ' (no account)')
           end
         end
         -- an entry or advertisement that does not match the books: repair, rescan
@@ -730,42 +795,6 @@ local function credit(lurl, host, depth, req, amount, bonus)
   if state == PENDING and amount ~= 0 then push(a) end
 end
 
-if OP == 'receive' then
-  -- source-shard, then (seq payload) per outbox entry of that source, in
-  -- sequence order -> how many were applied (a repeated one is skipped)
-  -- (see 'Cross-shard credits' below)
-  local source = ARGV[A]
-  local last = tonumber(redis.call('HGET', P .. ':xin', source) or '0') or 0
-  -- ('xrecv' is not among the totals every op reads: read here)
-  local applied, received = 0, tonumber(redis.call('HGET', K_TOT, 'xrecv')) or 0
-  for i = A + 1, #ARGV, 2 do
-    local seq = tonumber(ARGV[i])
-    if seq > last then
-      local ok, parts = pcall(cmsgpack.unpack, ARGV[i + 1])
-      if ok and type(parts) == 'table' then
-        for j = 1, #parts - 4, 5 do
-          local amount = tonumber(parts[j + 4]) or 0
-          received = received + amount
-          if parts[j] == '' then
-            to_lambda(amount)
-          else
-            credit(parts[j], parts[j + 1], tonumber(parts[j + 2]) or 0, parts[j + 3], amount)
-          end
-        end
-      else
-        corrupt('outbox entry ' .. source .. ':' .. ARGV[i])
-      end
-      last = seq
-      applied = applied + 1
-    end
-  end
-  if applied > 0 then
-    redis.call('HSET', P .. ':xin', source, last)
-    redis.call('HSET', K_TOT, 'xrecv', fmt(received))
-  end
-  return done(applied)
-end
-
 -- close the lease of a visited page: the account is CRAWLED with its new
 -- history; the lease's cash, or nil for a stale lease
 local function visited(url, id, history, lv)
@@ -812,6 +841,65 @@ if OP == 'settle_visit' then
   return done(result)
 end
 
+-- A number of a sharded frontier's books (tot 'xseq', 'xsent', 'xrecv', a
+-- shard's last sequence applied in P:xin), as load_totals checks the
+-- totals: 0 when missing, anything not written here stops the op (read
+-- before its first write) with an AOPICCORRUPT reply naming it.
+local function stored_number(raw, what, count)
+  if not raw then return 0 end
+  local v = tonumber(raw)
+  if not v or v - v ~= 0 or v < 0 or (count and (v % 1 ~= 0 or v > 9007199254740992)) then
+    error('AOPICCORRUPT ' .. what .. ' = ' .. string.format('%q', string.sub(raw, 1, 40)))
+  end
+  return v
+end
+
+-- whether the credits of an outbox entry are all amounts (each 5th part)
+local function entry_ok(parts)
+  for j = 5, #parts, 5 do
+    local amount = tonumber(parts[j])
+    if not amount or amount - amount ~= 0 or amount < 0 then return false end
+  end
+  return true
+end
+
+if OP == 'receive' then
+  -- source-shard, then (seq payload) per outbox entry of that source, in
+  -- sequence order -> how many were applied (a repeated one is skipped)
+  -- (see 'Cross-shard credits' below)
+  local source = ARGV[A]
+  local last = stored_number(redis.call('HGET', P .. ':xin', source), 'xin ' .. source, true)
+  -- ('xrecv' is not among the totals every op reads: read here)
+  local applied, received = 0, stored_number(redis.call('HGET', K_TOT, 'xrecv'), 'total xrecv')
+  for i = A + 1, #ARGV, 2 do
+    local seq = tonumber(ARGV[i])
+    if seq > last then
+      local ok, parts = pcall(cmsgpack.unpack, ARGV[i + 1])
+      -- (an entry with an amount that is none is skipped whole, named)
+      if ok and type(parts) == 'table' and entry_ok(parts) then
+        for j = 1, #parts - 4, 5 do
+          local amount = tonumber(parts[j + 4]) or 0
+          received = received + amount
+          if parts[j] == '' then
+            to_lambda(amount)
+          else
+            credit(parts[j], parts[j + 1], tonumber(parts[j + 2]) or 0, parts[j + 3], amount)
+          end
+        end
+      else
+        corrupt('outbox entry ' .. source .. ':' .. ARGV[i])
+      end
+      last = seq
+      applied = applied + 1
+    end
+  end
+  if applied > 0 then
+    redis.call('HSET', P .. ':xin', source, last)
+    redis.call('HSET', K_TOT, 'xrecv', fmt(received))
+  end
+  return done(applied)
+end
+
 -- Cross-shard credits (a frontier sharded over a Redis Cluster, one such
 -- frontier per shard; see store/redis/cluster.py). The credits ``parts``
 -- (url host depth req amount, ...) for accounts of shard ``dest`` leave
@@ -825,14 +913,19 @@ end
 -- lambda + in flight == injected + xrecv - xsent. An entry whose url is ''
 -- credits the destination's lambda (see 'lambda_send'). Returns the
 -- amount sent. ('xseq' and 'xsent' are not among the totals every op
--- reads: read here, once per run, by the ops that send.)
+-- reads: read and checked once per run, first thing, by the ops that send.)
+local function load_x()
+  if T.xseq == nil then
+    local x = redis.call('HMGET', K_TOT, 'xseq', 'xsent')
+    T.xseq = stored_number(x[1], 'total xseq', true)
+    T.xsent = stored_number(x[2], 'total xsent')
+  end
+end
+
 local function send_parts(dest, parts)
   local amount = 0
   for i = 5, #parts, 5 do amount = amount + tonumber(parts[i]) end
-  if T.xseq == nil then
-    local x = redis.call('HMGET', K_TOT, 'xseq', 'xsent')
-    T.xseq, T.xsent = tonumber(x[1]) or 0, tonumber(x[2]) or 0
-  end
+  load_x()
   T.xseq = T.xseq + 1
   T.xsent = T.xsent + amount
   redis.call('HSET', K_TOT, 'xseq', T.xseq, 'xsent', fmt(T.xsent))
@@ -860,6 +953,7 @@ end
 if OP == 'settle_visit_x' then
   -- url id history visited_at ndest, then per destination shard: shard n
   -- and n credits (url host depth req amount), then the local credits
+  load_x()  -- checked before any write
   local result
   local cash = visited(ARGV[A], tonumber(ARGV[A + 1]), tonumber(ARGV[A + 2]), tonumber(ARGV[A + 3]))
   if not cash then
@@ -919,6 +1013,7 @@ if OP == 'settle_transfer_x' then
   -- url id shard target-url target-host target-depth target-req '': the
   -- target lives on another shard (never the url itself); the amount is
   -- written in place of the last argument
+  load_x()  -- checked before any write
   local result
   local amount, depth = make_alias(ARGV[A], tonumber(ARGV[A + 1]), ARGV[A + 3])
   if not amount then
@@ -936,6 +1031,7 @@ if OP == 'lambda_send' then
   -- (shard amount)...: move up to these amounts of lambda's cash to other
   -- shards' lambda, through the outbox (never more than lambda holds)
   -- -> {amount sent, entries written, outbox entries...}
+  load_x()  -- checked before any write
   local sent, entries = 0, 0
   for i = A, #ARGV - 1, 2 do
     local amount = math.min(tonumber(ARGV[i + 1]), T.lambda_cash)
@@ -964,17 +1060,18 @@ if OP == 'in_transit' then
   for i = A, #ARGV - 1, 2 do last[tonumber(ARGV[i])] = tonumber(ARGV[i + 1]) end
   local amount = 0
   for _, member in ipairs(redis.call('ZRANGE', P .. ':out', 0, -1)) do
-    local seq, dest = struct.unpack('>I8I4', member)
-    if seq > (last[dest] or 0) then
+    local seq, dest = 0, nil
+    if #member >= 12 then seq, dest = struct.unpack('>I8I4', member) else corrupt('outbox entry (too short)') end
+    if dest and seq > (last[dest] or 0) then
       local ok, parts = pcall(cmsgpack.unpack, string.sub(member, 13))
-      if ok and type(parts) == 'table' then
-        for j = 5, #parts, 5 do amount = amount + (tonumber(parts[j]) or 0) end
+      if ok and type(parts) == 'table' and entry_ok(parts) then
+        for j = 5, #parts, 5 do amount = amount + tonumber(parts[j]) end
       else
         corrupt('outbox entry ' .. seq)
       end
     end
   end
-  return done({fmt(amount), tostring(tonumber(redis.call('HGET', K_TOT, 'xseq')) or 0)})
+  return done({fmt(amount), fmt(stored_number(redis.call('HGET', K_TOT, 'xseq'), 'total xseq', true))})
 end
 
 -- undo a lease nobody used (the host was not ready after all): the account
@@ -983,7 +1080,9 @@ end
 local function unlease(url, id)
   local a, cash, before = close_lease(url, id)
   if not a then return false end
-  local exact = a.cash == 0 and before[3] == T.dividend
+  -- (the amounts kept in the lease record checked as the account's are)
+  local exact = a.cash == 0 and before[3] == T.dividend and before[1] - before[1] == 0
+    and before[1] >= 0 and before[2] >= 0 and before[2] <= T.dividend
   set_state(a, PENDING)
   if exact then
     a.cash = before[1]
@@ -1018,6 +1117,7 @@ if OP == 'recount' then
     end
   end
   local cash, flight, n = adder(), adder(), 0
+  local counted = {[PENDING] = 0, [LEASED] = 0, [CRAWLED] = 0}  -- accounts by state
   local cursor = '0'
   repeat
     local page = redis.call('HSCAN', K_ACCT, cursor, 'COUNT', 1000)
@@ -1025,11 +1125,16 @@ if OP == 'recount' then
     local items = page[2]
     for i = 1, #items, 2 do
       local raw = items[i + 1]
-      if #raw >= REC_SIZE then
-        local st, _, c, mark = struct.unpack('<BBdd', raw)
+      local st, _, c, mark
+      if #raw >= REC_SIZE then st, _, c, mark = struct.unpack('<BBdd', raw) end
+      -- a record the ops would refuse (see load) is named, not summed
+      if not st or st > ALIAS or c - c ~= 0 or mark - mark ~= 0 or c < 0 or mark < 0 or mark > T.dividend then
+        corrupt(items[i])
+      else
         if (ALL and (st == PENDING or st == LEASED or st == CRAWLED)) or st == PENDING then
           c = c + (T.dividend - mark)
         end
+        if counted[st] then counted[st] = counted[st] + 1 end
         cash(c)
         n = n + 1
       end
@@ -1041,13 +1146,19 @@ if OP == 'recount' then
     cursor = page[1]
     local items = page[2]
     for i = 1, #items, 2 do
-      if #items[i + 1] == LEASE_SIZE then
-        local _, c = struct.unpack(LEASE_REC, items[i + 1])
-        flight(c)
-      end
+      local _, c
+      if #items[i + 1] == LEASE_SIZE then _, c = struct.unpack(LEASE_REC, items[i + 1]) end
+      if not c or c - c ~= 0 or c < 0 then corrupt('lease ' .. items[i]) else flight(c) end
     end
   until cursor == '0'
-  return {fmt(cash()), fmt(T.lambda_cash), fmt(flight()), fmt(T.injected), n}
+  -- the counts the ops keep against the records: a state or a count
+  -- changed by someone else (lambda divides among T.pending) is named
+  for st, name in pairs({[PENDING] = 'pending', [LEASED] = 'leased', [CRAWLED] = 'crawled'}) do
+    if counted[st] ~= T[name] then
+      corrupt('total ' .. name .. ' = ' .. fmt(T[name]) .. ', the records count ' .. counted[st])
+    end
+  end
+  return {fmt(cash()), fmt(T.lambda_cash), fmt(flight()), fmt(T.injected), n, unpack(CORRUPT)}
 end
 
 return redis.error_reply('aopic: unknown op ' .. tostring(OP))
