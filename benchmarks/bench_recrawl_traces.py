@@ -153,14 +153,18 @@ class TraceStore:
 
 
 def run_planner(
-    trace: Trace, settings: dict, last_modified: bool, timer=time.thread_time
+    trace: Trace, settings: dict, last_modified: bool, timer=time.thread_time, keep: list | None = None
 ) -> tuple[dict, float, int]:
     """Fetch times per page, µs per visit in hook + planner (measured with
-    ``timer``: by default the CPU time of this thread), visits."""
+    ``timer``: by default the CPU time of this thread), visits. ``keep``:
+    the planner and hook are appended to it (alive after the run, for
+    ``bench_recrawl_cost.py --memory``)."""
     planner = planner_from_settings(Settings({"AOPIC_RECRAWL": True, **settings}))
     clock = [trace.start]
     # Stats and state saving run once a simulated day (not the planner's cost).
     hook = RecrawlHook(None, planner, clock=lambda: clock[0], state_interval=DAY)
+    if keep is not None:
+        keep.append((planner, hook))
     hosts = {p.url: p.host for p in trace.pages}
     store = TraceStore(hosts)
     hook.open(store)
