@@ -258,10 +258,9 @@ def main() -> None:
             client = redis.Redis.from_url(server.url)
             # No AOF rewrite in the middle of a timed phase: the fork and the
             # copy-on-write faults it brings slow the writes of whichever tree
-            # is running when the file doubles, which falls at the same points
-            # of the same sequence of ops each run (mostly in the visits, the
-            # ops that append the most): an A/A run measured settle_visit
-            # 1.07x (1.04x in CPU time) against itself with it.
+            # is running when the file doubles (mostly in the visits, the ops
+            # that append the most): a visit phase in which one started took
+            # 1.16x the same script's in the round before.
             client.config_set("auto-aof-rewrite-percentage", 0)
             times, cpu = timed(client, trees, args.rounds, sizes, cross_shard, server.process.pid)
             allocs = allocated(client, trees, cross_shard)
