@@ -260,7 +260,7 @@ def main() -> None:
             # copy-on-write faults it brings slow the writes of whichever tree
             # is running when the file doubles (mostly in the visits, the ops
             # that append the most): a visit phase in which one started took
-            # 1.16x the same script's in the round before.
+            # 1.16x the other one's, just before it (identical scripts).
             client.config_set("auto-aof-rewrite-percentage", 0)
             times, cpu = timed(client, trees, args.rounds, sizes, cross_shard, server.process.pid)
             allocs = allocated(client, trees, cross_shard)
