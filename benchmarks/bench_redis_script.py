@@ -3,7 +3,8 @@
     python benchmarks/bench_redis_script.py [--baseline DIR] [--rounds 4]
 
 Runs the ops a crawl makes, by raw ``EVALSHA`` with their real arguments, on
-a ``redis-server`` of its own (AOF on, as in ``bench_scheduler.py``):
+a ``redis-server`` of its own (AOF on, as in ``bench_scheduler.py``; no
+automatic AOF rewrite, see ``main``):
 ``inject`` and ``register`` of new URLs over 5,000 hosts, ``register`` of
 known ones, ``pop`` as a drain (no lambda due, no min share), a visit with 10
 links (``settle_visit``: 5 new, 5 known), ``pop`` with lambda due and
@@ -12,7 +13,9 @@ on a shard of a Redis Cluster frontier, 5 of its links credited to two
 other shards through the outbox (``settle_visit_x``), and prints for each
 the script's ``usec_per_call`` from ``INFO commandstats`` (the server's
 time inside the script, the commands it runs included; least of
-``--rounds`` rounds).
+``--rounds`` rounds), and the time the server's main thread was on a
+CPU per call (Linux ``schedstat``: the clock's time less the time Redis
+waited for a CPU; median of the rounds and of the round-by-round ratios).
 
 ``--baseline DIR`` runs the ``frontier.lua`` of another checkout
 (``git archive <commit> | tar -x -C DIR``) on its own keys in the same
@@ -155,9 +158,21 @@ def phases(sizes: dict[str, int], cross_shard: bool = False):
     ] + ([("settle_visit_x (5 of 10 out)", visit_x)] if cross_shard else [])
 
 
+def on_cpu_ns(pid: int | None) -> int | None:
+    """Nanoseconds the ``redis-server`` main thread has run on a CPU
+    (Linux ``schedstat``): unlike ``INFO commandstats``, which times a call
+    by the clock, not the time the server waits for a CPU meanwhile."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/schedstat") as stat:
+            return int(stat.read().split()[0])
+    except (OSError, ValueError, IndexError, TypeError):
+        return None
+
+
 def timed(server: redis.Redis, trees: dict[str, str], rounds: int, sizes: dict[str, int],
-          cross_shard: bool) -> dict:
+          cross_shard: bool, pid: int | None = None) -> tuple[dict, dict]:
     figures: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}
     for round_ in range(rounds):
         frontiers = {name: Frontier(server, source, f"bench-script:{round_}:{name}") for name, source in trees.items()}
         # the trees take turns to go first: the second one runs on a larger
@@ -168,10 +183,14 @@ def timed(server: redis.Redis, trees: dict[str, str], rounds: int, sizes: dict[s
         for phase, run in phases(sizes, cross_shard):
             for name, frontier in order:
                 server.config_resetstat()
+                before = on_cpu_ns(pid)
                 run(frontier)
+                after = on_cpu_ns(pid)
                 stats = server.info("commandstats")["cmdstat_evalsha"]
                 figures.setdefault((phase, name), []).append(stats["usec"] / stats["calls"])
-    return figures
+                if before is not None and after is not None:
+                    cpu.setdefault((phase, name), []).append((after - before) / 1000 / stats["calls"])
+    return figures, cpu
 
 
 def _probe(source: str) -> str:
@@ -237,7 +256,13 @@ def main() -> None:
         server = RedisServer(Path(workdir)).start()
         try:
             client = redis.Redis.from_url(server.url)
-            times = timed(client, trees, args.rounds, sizes, cross_shard)
+            # No AOF rewrite in the middle of a timed phase: the fork and the
+            # copy-on-write faults it brings slow the writes of whichever tree
+            # is running when the file doubles (mostly in the visits, the ops
+            # that append the most): a visit phase in which one started took
+            # 1.16x the other one's, just before it (identical scripts).
+            client.config_set("auto-aof-rewrite-percentage", 0)
+            times, cpu = timed(client, trees, args.rounds, sizes, cross_shard, server.process.pid)
             allocs = allocated(client, trees, cross_shard)
         finally:
             server.kill()
@@ -249,6 +274,16 @@ def main() -> None:
         values = [min(times[(phase, n)]) for n in names]
         print(f"{phase:30s}" + "".join(f"{v:12.1f}" for v in values)
               + (f"   {values[1] / values[0]:.3f}" if ratio else ""))
+    if cpu:
+        print(f"\nµs of the server's main thread on a CPU per call (schedstat; median of {args.rounds} rounds,"
+              " and of the round-by-round ratios)")
+        for phase, _ in phases(sizes, cross_shard):
+            values = [statistics.median(cpu[(phase, n)]) for n in names]
+            line = f"{phase:30s}" + "".join(f"{v:12.1f}" for v in values)
+            if ratio:
+                ratios = sorted(b / a for a, b in zip(cpu[(phase, names[0])], cpu[(phase, names[1])]))
+                line += f"   {statistics.median(ratios):.3f} ({ratios[0]:.2f}-{ratios[-1]:.2f})"
+            print(line)
     print("\nbytes allocated by one call (Lua heap, collector stopped; median of 7 calls)")
     for phase in allocs[names[0]]:
         values = [allocs[n][phase] for n in names]

@@ -130,10 +130,16 @@ class AopicCommand(ScrapyCommand):
         )
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        from .store.base import StoreUnavailable
+
         try:
             self._run(args, opts)
         except CommandError as exc:
             self._fail(str(exc), exc.exitcode)
+        except StoreUnavailable as exc:
+            # FrontierCorrupt (a total not written by the store, named) or the
+            # store gone mid-read: what, not a traceback
+            self._fail(str(exc), 1)
         except BrokenPipeError:  # `scrapy aopic top | head`
             sys.stderr.close()
         except KeyboardInterrupt:
@@ -172,6 +178,14 @@ class AopicCommand(ScrapyCommand):
                 self.stats(frontier, opts)
             else:
                 self.export(frontier, opts)
+            # records the store skipped as not its own (a Redis frontier's
+            # hostile data): the output above left them out, so say which
+            skipped = dict(getattr(frontier.store, "corrupt_named", {}))
+            if skipped:
+                raise CommandError(
+                    f"the frontier holds {len(skipped)}{'+' if len(skipped) >= 20 else ''} "
+                    "value(s) its store never writes, left out of the output: " + "; ".join(skipped.values())
+                )
         finally:
             frontier.close()
 

@@ -450,3 +450,56 @@ def test_reads_a_redis_frontier(crawl, request, capsys):
     client = redis.Redis.from_url(server.url)
     assert {key: client.type(key) for key in client.keys(f"{prefix}:*")} == before
     assert client.keys("nothing:here*") == []
+
+
+def test_a_corrupt_redis_frontier_is_named_not_a_traceback(crawl, request, capsys):
+    """A total or a record in Redis that the store never writes: stats, top
+    and export say which value (exit 1), never a traceback, and never print
+    numbers that silently leave a record out."""
+    redis_store = pytest.importorskip("scrapy_aopic.store.redis")
+    try:
+        server = request.getfixturevalue("redis_server")
+    except RuntimeError as exc:  # no redis-server binary
+        pytest.skip(str(exc))
+    import redis
+
+    prefix = "corrupt:aopic"
+    store = redis_store.RedisStore.from_url(server.url, key_prefix=prefix)
+    store.clear()
+    engine = AopicEngine(store)
+    for i, host in enumerate(("a.example", "b.example", "c.example")):
+        engine.add_seed(Link(f"http://{host}/", host, 0), 1.0 + i)
+    engine.visit(engine.next(), [Link("http://a.example/x", "a.example", 1)])
+    store.close()
+    keys = redis_store.FrontierKeys.of(prefix)
+    client = redis.Redis.from_url(server.url)
+    redis_args = ["--redis-key", prefix, "-s", "AOPIC_BACKEND=redis", "-s", f"REDIS_URL={server.url}"]
+    commands = (["stats"], ["stats", "--json"], ["top"], ["top", "--by", "cash"], ["export", "-o", "-"])
+    for command in commands:
+        assert run_inprocess([*command, *redis_args], capsys).returncode == 0, command
+
+    good = client.hget(keys.tot, "dividend")
+    client.hset(keys.tot, "dividend", "nan")
+    for command in commands:
+        assert_clean_error(run_inprocess([*command, *redis_args], capsys), "total dividend = b'nan'")
+    # the same through scrapy's own command line (no traceback there either)
+    result = aopic(crawl, "stats", *redis_args)
+    assert_clean_error(result, "total dividend = b'nan'")
+    if good is None:
+        client.hdel(keys.tot, "dividend")
+    else:
+        client.hset(keys.tot, "dividend", good)
+    client.hset(keys.tot, "history_sum", "-1e400")  # -inf
+    for command in (["stats"], ["top"], ["export", "-o", "-"]):  # (top --by cash reads no total)
+        assert_clean_error(run_inprocess([*command, *redis_args], capsys), "total history_sum = b'-1e400'")
+    client.hdel(keys.tot, "history_sum")
+
+    client.hset(keys.acct, "http://b.example/", b"\x09not a record")
+    for command in commands:
+        outcome = run_inprocess([*command, *redis_args], capsys)
+        assert outcome.returncode == 1, (command, outcome)
+        assert "Traceback" not in outcome.stderr + outcome.stdout
+        last = outcome.stderr.strip().splitlines()[-1]
+        assert last.startswith("scrapy aopic: error: the frontier holds 1 value(s) its store never writes"), last
+        assert "account record of http://b.example/ = b'\\tnot a record'" in last, last
+        assert "http://b.example/" not in outcome.stdout  # left out of what was printed, and said so

@@ -247,6 +247,11 @@ class RedisClusterStore(FrontierStore):
         """Records not written by this store that the shards skipped."""
         return sum(shard.corrupt_seen for shard in self.shards)
 
+    @property
+    def corrupt_named(self) -> dict[str, str]:
+        """What those were, as the shards named them (the first few of each)."""
+        return {key: what for shard in self.shards for key, what in shard.corrupt_named.items()}
+
     def shard_index(self, url: str) -> int:
         """The shard of canonical ``url``: by its host name (Scrapy's default
         download slot), so every call that knows only the URL finds it."""
@@ -778,6 +783,8 @@ class RedisClusterStore(FrontierStore):
         for member in members:
             if len(member) < _OUTBOX_HEAD.size:  # not written by this store, and names no shard
                 self.shards[index].corrupt_seen += 1
+                what = f"outbox entry of shard {index} = {member[:16]!r}"
+                self.shards[index]._name_corrupt(what, what)
                 logger.warning("aopic: an entry of shard %d's outbox is unreadable (%r); removed", index, member[:16])
                 done.append(member)
                 continue

@@ -181,6 +181,9 @@ class RedisStore(SharedSeeds, FrontierStore):
         self._pending_fresh = False
         #: records not written by this store that the scripts skipped (named in the log)
         self.corrupt_seen = 0
+        #: what those were, by key or URL, each named once (the first few: a
+        #: tool reports them)
+        self.corrupt_named: dict[str, str] = {}
         self._seed_claims: list[str] = []  # see take_seeds
         # pop tokens (see the script's 'pop'): this worker's id and a counter
         self._worker_id = ""
@@ -362,12 +365,23 @@ class RedisStore(SharedSeeds, FrontierStore):
         size = head or 1
         self.corrupt_seen += len(reply) - size
         for what in reply[size:]:
+            self._name_corrupt(text(what), text(what))
             logger.warning(
                 "aopic: frontier data in Redis not written by this store: %s; skipped "
                 "(aopic/redis_corrupt; a pending URL's cash goes to lambda)",
                 text(what),
             )
         return reply[:size] if head else reply[0]
+
+    def _name_corrupt(self, key: str, what: str, replace: bool = False) -> None:
+        # (bounded: a frontier full of foreign data must not fill a worker's
+        # memory; a record the script named by its URL is named with its
+        # bytes when read here)
+        if key in self.corrupt_named:
+            if replace:
+                self.corrupt_named[key] = what
+        elif len(self.corrupt_named) < 20:
+            self.corrupt_named[key] = what
 
     def _script(self, what: str, script: LuaScript, keys: list, args: list | tuple) -> Any:
         """Run a helper script (seeds, activity) with its declared keys."""
@@ -470,6 +484,7 @@ class RedisStore(SharedSeeds, FrontierStore):
             0 <= cash < math.inf and 0 <= mark < math.inf and 0 <= history < math.inf
         ):
             self.corrupt_seen += 1
+            self._name_corrupt(url, f"account record of {url} = {raw[:24]!r}", replace=True)
             logger.warning("aopic: unreadable account record for %s in Redis; skipped", url)
             return None
         if state == PENDING or (self._all_flag == "1" and state in (LEASED, CRAWLED)):
