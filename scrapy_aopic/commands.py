@@ -183,7 +183,7 @@ class AopicCommand(ScrapyCommand):
             skipped = dict(getattr(frontier.store, "corrupt_named", {}))
             if skipped:
                 raise CommandError(
-                    f"the frontier holds {len(skipped)}{'+' if len(skipped) >= 20 else ''} "
+                    f"the frontier holds {len(skipped)}{' or more' if len(skipped) >= 20 else ''} "
                     "value(s) its store never writes, left out of the output: " + "; ".join(skipped.values())
                 )
         finally:
