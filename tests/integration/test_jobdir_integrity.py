@@ -658,3 +658,31 @@ def test_a_crawl_salvaged_from_a_damaged_header_fetches_nothing_twice(tmp_path, 
     hits = dict(site.hits)
     reachable = site.reachable_pages()
     assert all(hits.get(page, 0) == 1 for page in reachable), {p: hits.get(p) for p in reachable if hits.get(p) != 1}
+
+
+def test_a_raised_next_seq_resumes_counted_logged_once_and_balanced(tmp_path, stopped_crawl):
+    """A snapshot whose header's next_seq was raised (an edit, sealed again so
+    only the content checks see it; salvage of lost records leaves the same
+    gap) resumes: the accounts are numbered again, the gap is the stat
+    ``aopic/jobdir/unused_seqs`` and one log line, and the crawl finishes
+    with balanced books, fetching nothing twice."""
+    import scrapy_aopic
+    from scrapy_aopic.store.journal import read_snapshot, write_snapshot
+
+    site, jobdir = stopped_crawl
+    (snapshot,) = files(jobdir, "snapshot.*.jsonl")
+    header, records = read_snapshot(snapshot)
+    gap = 1000
+    assert header["next_seq"] == len(records)  # a crawl's own snapshot: no gap
+    header["next_seq"] += gap
+    write_snapshot(snapshot, header, records)
+    stats, log = crawl(tmp_path, "resumed", site, jobdir)
+    assert stats.get("aopic/jobdir/unused_seqs") == gap, log[-2000:]
+    assert log.count("sequence numbers handed out in JOBDIR") == 1, log[-2000:]
+    assert f"{gap} sequence numbers handed out in JOBDIR {jobdir / 'aopic'}" in log
+    assert stats.get("finish_reason") == "finished"
+    assert f'File "{os.path.dirname(scrapy_aopic.__file__)}' not in log  # the site's /slow times out: not ours
+    assert books(stats) <= 1e-9
+    hits = dict(site.hits)
+    reachable = site.reachable_pages()
+    assert all(hits.get(page, 0) == 1 for page in reachable), {p: hits.get(p) for p in reachable if hits.get(p) != 1}

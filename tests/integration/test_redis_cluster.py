@@ -428,6 +428,62 @@ def test_scrapy_aopic_stats_and_top_read_every_shard(redis_cluster, capsys):
     store.close()
 
 
+def test_scrapy_aopic_on_a_corrupt_sharded_frontier_names_the_values_not_a_traceback(redis_cluster, capsys):
+    """stats, top and export on a sharded frontier holding values its store
+    never writes: a total of one shard, then records on two shards (what the
+    shards skipped, summed): one error line naming each value, exit 1, no
+    traceback, and the skipped records left out of what was printed."""
+    from tests.integration.test_commands import assert_clean_error, run_inprocess
+
+    from scrapy_aopic.store.redis import FrontierKeys
+    from scrapy_aopic.store.redis.cluster import shard_prefix
+
+    store = new_store(redis_cluster)
+    engine = AopicEngine(store)
+    for page in range(8):
+        engine.add_seed(link(page_url(page)), 1.0 + page)
+    engine.visit(engine.next(), [link(page_url(p)) for p in range(8, 14)])
+    store.deliver_pending()
+    urls = [v.url for v in store.iter_accounts()]
+    by_shard: dict[int, str] = {}
+    for url in urls:
+        by_shard.setdefault(store.shard_index(url), url)
+    assert len(by_shard) == SHARDS  # records on every shard
+    prefix = store.key_prefix
+    store.close()
+    client = redis.cluster.RedisCluster.from_url(redis_cluster.url)
+    keys = [FrontierKeys.of(shard_prefix(prefix, shard)) for shard in range(SHARDS)]
+    args = ["--redis-key", prefix, "-s", "AOPIC_BACKEND=redis", "-s", "AOPIC_REDIS_CLUSTER=True",
+            "-s", f"REDIS_URL={redis_cluster.url}"]
+    commands = (["stats"], ["stats", "--json"], ["top"], ["top", "--by", "cash"], ["export", "-o", "-"])
+    for command in commands:
+        outcome = run_inprocess([*command, *args], capsys)
+        assert outcome.returncode == 0, (command, outcome)
+
+    good = client.hget(keys[1].tot, "dividend")
+    client.hset(keys[1].tot, "dividend", "nan")
+    for command in commands:
+        assert_clean_error(run_inprocess([*command, *args], capsys), "total dividend = b'nan'")
+    if good is None:
+        client.hdel(keys[1].tot, "dividend")
+    else:
+        client.hset(keys[1].tot, "dividend", good)
+
+    bad = {0: by_shard[0], 2: by_shard[2]}
+    for shard, url in bad.items():
+        client.hset(keys[shard].acct, url, b"\x09not a record")
+    for command in commands:
+        outcome = run_inprocess([*command, *args], capsys)
+        assert_clean_error(outcome, "scrapy aopic: error: the frontier holds 2 value(s) its store never writes")
+        for url in bad.values():
+            assert f"account record of {url} = b'\\tnot a record'" in outcome.stderr, outcome.stderr
+            assert url not in outcome.stdout, (command, url)  # left out of what was printed, and said so
+    for shard in range(SHARDS):
+        for key in client.keys(shard_prefix(prefix, shard) + "*"):
+            client.delete(key)
+    client.close()
+
+
 def test_a_shard_whose_slot_moves_mid_crawl_goes_on(redis_cluster):
     """The slot of a shard moves to another node (as a reshard does) between
     two calls: the next call meets MOVED on the old node, is resent through

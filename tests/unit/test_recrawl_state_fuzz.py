@@ -10,7 +10,10 @@ mu, the counters, the version). Each case is either refused with a
 as it was (all or nothing), or accepted, and the planner then plans 30
 more visits with finite intervals in its bounds and saves a state that is
 JSON again. The file is read with :func:`json.loads`, which takes NaN and
-Infinity: so does the fuzz. Seeded: the same cases every run."""
+Infinity: so does the fuzz. Seeded: the same cases every run. The re-crawl
+hook's page versions, checked before the planner's state, get hostile
+values by name (wrong types and shapes, NaN, out of 64 bits): refused,
+the hook starts afresh, counted."""
 
 from __future__ import annotations
 
@@ -266,3 +269,111 @@ def test_the_hook_starts_afresh_from_a_refused_state_and_counts_it(tmp_path, cap
     assert [r.message for r in caplog.records].count(next(
         r.message for r in caplog.records if "unreadable" in r.message)) == 1
     assert "visits -1" in caplog.text
+
+
+_GOOD_VERSION = ["c" * 32, 5, '"e1"', "Wed, 21 Oct 2026 07:28:00 GMT"]
+_HOSTILE_VERSIONS = {
+    "not a list": "c,5,,",
+    "null": None,
+    "a mapping": {"checksum": "c", "fingerprint": 5},
+    "empty": [],
+    "three long": _GOOD_VERSION[:3],
+    "five long": _GOOD_VERSION + [None],
+    "nested": [_GOOD_VERSION],
+    "checksum a number": [5, 5, None, None],
+    "checksum a list": [["c"], 5, None, None],
+    "fingerprint a float": ["c", 5.0, None, None],
+    "fingerprint NaN": ["c", math.nan, None, None],
+    "fingerprint inf": ["c", math.inf, None, None],
+    "fingerprint a bool": ["c", True, None, None],
+    "fingerprint a string": ["c", "5", None, None],
+    "fingerprint 2**64": ["c", 2**64, None, None],
+    "fingerprint -(2**64)": ["c", -(2**64), None, None],
+    "fingerprint 10**400": ["c", 10**400, None, None],
+    "etag a number": ["c", 5, 1, None],
+    "last-modified a list": ["c", 5, None, ["Wed"]],
+    "last-modified NaN": ["c", 5, None, math.nan],
+}
+
+
+def _hook_on(path, planner=None):
+    from scrapy_aopic.recrawl.hook import RecrawlHook
+
+    hook = RecrawlHook(None, planner or RecrawlPlanner(), state_path=path, clock=lambda: T0 + 401 * 1800.0)
+    hook.stats = _Stats()
+    return hook
+
+
+@pytest.mark.parametrize("value", list(_HOSTILE_VERSIONS.values()), ids=list(_HOSTILE_VERSIONS))
+def test_a_hostile_page_version_is_refused_and_the_hook_starts_afresh(tmp_path, caplog, value):
+    """The page versions are checked before the planner's state: one bad
+    version (read back through json, NaN and 10**400 included) refuses the
+    whole state: no page version and no planner page is kept, the refusal is
+    counted and logged once, and nothing but that ValueError surfaces."""
+    from scrapy_aopic.store import MemoryStore
+
+    path = tmp_path / "recrawl.json"
+    saver = _hook_on(path, trained("plain"))
+    saver.versions = {}
+    saver.save_state(path)
+    state = json.loads(path.read_text())
+    assert state["planner"]["pages"]  # a planner state that loads by itself
+    state["versions"] = {url: list(_GOOD_VERSION) for url in list(state["planner"]["pages"])[:3]}
+    state["versions"]["https://h1.example/bad"] = value
+    path.write_text(json.dumps(state))
+    hook = _hook_on(path)
+    with caplog.at_level("WARNING"):
+        hook.open(MemoryStore("pending"))
+    assert hook.planner.pages == {} and hook.versions == {}
+    assert hook.stats.values.get("aopic/recrawl/state_refused") == 1
+    refused = [r.message for r in caplog.records if "unreadable" in r.message]
+    assert len(refused) == 1 and "the page version of https://h1.example/bad" in refused[0], caplog.text
+
+
+@pytest.mark.parametrize("versions", [None, [], "x", 5, [["https://h1.example/a", _GOOD_VERSION]]])
+def test_page_versions_of_the_wrong_shape_are_refused_whole(tmp_path, caplog, versions):
+    from scrapy_aopic.store import MemoryStore
+
+    path = tmp_path / "recrawl.json"
+    saver = _hook_on(path, trained("plain"))
+    saver.save_state(path)
+    state = json.loads(path.read_text())
+    state["versions"] = versions
+    path.write_text(json.dumps(state))
+    hook = _hook_on(path)
+    with caplog.at_level("WARNING"):
+        hook.open(MemoryStore("pending"))
+    assert hook.planner.pages == {} and hook.versions == {}
+    assert hook.stats.values.get("aopic/recrawl/state_refused") == 1
+    assert sum("unreadable" in r.message for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize("value", [
+    ["c", 2**64 - 1, None, None], ["c", -(2**64) + 1, None, None], [None, None, None, None],
+    ["c", 0, "e" * 100_000, None],  # above AOPIC_RECRAWL_VALIDATOR_MAX_BYTES: dropped, counted
+], ids=["fingerprint 2**64-1", "fingerprint -(2**64)+1", "all null", "huge etag"])
+def test_an_edge_page_version_is_loaded_and_compares(tmp_path, value):
+    """At the bounds the check accepts: loaded, and the next response of the
+    page is compared with it without an exception."""
+    from scrapy.http import HtmlResponse
+
+    from scrapy_aopic.store import MemoryStore
+
+    path = tmp_path / "recrawl.json"
+    url = "https://h1.example/edge"
+    saver = _hook_on(path, trained("plain"))
+    saver.save_state(path)
+    state = json.loads(path.read_text())
+    state["versions"] = {url: value}
+    path.write_text(json.dumps(state))
+    hook = _hook_on(path)
+    hook.open(MemoryStore("pending"))
+    assert "aopic/recrawl/state_refused" not in hook.stats.values
+    assert hook.planner.pages and url in hook.versions
+    if len(value[2] or "") > hook.validator_max_bytes:
+        assert hook.versions[url].validators.etag is None
+        assert hook.stats.values["aopic/recrawl/validators_dropped"] == 1
+    hook.request_headers(url)
+    response = HtmlResponse(url, body=b"<html><body><p>" + b"words here " * 50 + b"</p></body></html>")
+    # (no checksum saved: whether it changed is unknown, None)
+    assert hook.observe_response(url, response) is (None if value[0] is None else True)
