@@ -529,7 +529,7 @@ class RecrawlHook:
         versions = checks.mapping(state.get("versions", {}), "page versions")
         for url, v in versions.items():
             if not (isinstance(v, list) and len(v) == 4 and (v[0] is None or isinstance(v[0], str))
-                    and (v[1] is None or type(v[1]) is int and -(2**64) < v[1] < 2**64)
+                    and (v[1] is None or type(v[1]) is int and 0 <= v[1] < 2**64)  # a 64-bit SimHash
                     and all(x is None or isinstance(x, str) for x in v[2:])):
                 raise ValueError(f"recrawl state: the page version of {url} is {v!r}"[:300])
         self.planner.load_state(state.get("planner"))
