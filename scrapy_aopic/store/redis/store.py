@@ -453,8 +453,9 @@ class RedisStore(SharedSeeds, FrontierStore):
         header, url, host, req = reply
         (has, lease_id, cash, history, has_last, last_visit, visits, depth,
          paid, pending, reclaimed) = LEASE_HEAD.unpack(header)
-        if pending < 0:  # counted down from a count that was not the frontier's (the next op refuses it)
-            total_of("pending", repr(pending).encode(), count=True)
+        if pending < 0:  # counted down from a count that was not the frontier's
+            raise FrontierCorrupt(f"the shared frontier in Redis holds data this store never writes: total pending "
+                                  f"counted down to {pending}; stopping rather than trust its books")
         if not has:
             return None, paid, int(pending), int(reclaimed)
         url = text(url)

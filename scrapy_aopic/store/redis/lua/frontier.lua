@@ -42,6 +42,16 @@ local function corrupt(what) CORRUPT[#CORRUPT + 1] = what end
 -- at once: no rehash as fields arrive), by every op but 'register', which
 -- needs them only for a new URL and reads them then (load_totals): most
 -- links registered are known already.
+-- Whether ``v`` (tonumber of a stored value) is one this script never
+-- writes as a number of the books: not a number, nan or +-inf (v - v ~= 0),
+-- below 0 where the number cannot be (``signed``: sums that may drift below
+-- 0 by an ulp), or for a ``count`` no integer (counts stay below 2^53,
+-- exact doubles).
+local function bad_number(v, count, signed)
+  return not v or v - v ~= 0 or (v < 0 and not signed)
+    or (count and (v % 1 ~= 0 or v > 9007199254740992))
+end
+
 local T, T0 = nil, nil
 local function load_totals()
   if T then return end
@@ -58,14 +68,11 @@ local function load_totals()
     local raw = T0[i]
     if raw then
       local v = tonumber(raw)
-      -- Checked as read, before any write: text, nan, inf, a negative
-      -- amount (in flight and the history sum may drift below 0 by an ulp)
-      -- or a count that is no integer was not written by this script. The
-      -- op stops with a reply the store raises as FrontierCorrupt, naming
-      -- the value: the books cannot be trusted past it.
-      -- (v - v ~= 0: nan and +-inf; counts stay below 2^53, exact doubles)
-      if not v or v - v ~= 0 or (v < 0 and i ~= 4 and i ~= 5)
-          or (i >= 6 and i ~= 12 and (v % 1 ~= 0 or v > 9007199254740992)) then
+      -- Checked as read, before any write (in flight and the history sum
+      -- are the signed ones). The op stops with a reply the store raises
+      -- as FrontierCorrupt, naming the value: the books cannot be trusted
+      -- past it.
+      if bad_number(v, i >= 6 and i ~= 12, i == 4 or i == 5) then
         -- (the names again, not a table every run would allocate)
         error('AOPICCORRUPT total ' .. select(i, 'injected', 'lambda_cash', 'lambda_history',
           'in_flight', 'history_sum', 'lambda_visits', 'visits', 'known', 'pending', 'leased',
@@ -848,7 +855,7 @@ end
 local function stored_number(raw, what, count)
   if not raw then return 0 end
   local v = tonumber(raw)
-  if not v or v - v ~= 0 or v < 0 or (count and (v % 1 ~= 0 or v > 9007199254740992)) then
+  if bad_number(v, count, false) then
     error('AOPICCORRUPT ' .. what .. ' = ' .. string.format('%q', string.sub(raw, 1, 40)))
   end
   return v
