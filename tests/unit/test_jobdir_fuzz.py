@@ -100,6 +100,12 @@ def written(tmp_path, targets):
     return tmp_path
 
 
+def snapshot_of(jobdir):
+    """The snapshot file of ``jobdir`` and what it holds: (path, header, records)."""
+    (path,) = jobdir.glob("snapshot.*.jsonl")
+    return (path, *read_snapshot(path))
+
+
 def check_consistent(store: JournaledStore) -> None:
     accounts, lambda_cash, in_flight, injected = store.recount()
     assert abs(accounts + lambda_cash + in_flight - injected) <= 1e-9 * max(injected, 1.0)
@@ -134,8 +140,7 @@ def open_hostile(jobdir, targets):
 @pytest.mark.parametrize("targets", TARGETS)
 def test_a_snapshot_with_one_hostile_value_is_refused_or_consistent(tmp_path, targets):
     template = written(tmp_path / "template", targets)
-    (path,) = template.glob("snapshot.*.jsonl")
-    header0, records0 = read_snapshot(path)
+    path, header0, records0 = snapshot_of(template)
     rng = random.Random(f"fuzz-{targets}{SEED}")
     refused = 0
     failures = []
@@ -226,8 +231,7 @@ def _first_record(r):
 ])
 def test_a_hostile_value_the_fuzz_found_is_refused_by_name(tmp_path, damage, needle):
     jobdir = written(tmp_path, "pending-cash")
-    (path,) = jobdir.glob("snapshot.*.jsonl")
-    header, records = read_snapshot(path)
+    path, header, records = snapshot_of(jobdir)
     damage(header, records)
     write_snapshot(path, header, records)
     with pytest.raises(JobdirError, match="damaged") as caught:
@@ -331,8 +335,7 @@ def open_salvaged(jobdir, targets) -> str:
 @pytest.mark.parametrize("targets", TARGETS)
 def test_salvage_of_a_snapshot_with_hostile_values_keeps_the_books(tmp_path, targets):
     template = written(tmp_path / "template", targets)
-    (path,) = template.glob("snapshot.*.jsonl")
-    header0, records0 = read_snapshot(path)
+    path, header0, records0 = snapshot_of(template)
     rng = random.Random(f"fuzz-salvage-{targets}{SEED}")
     kept = 0
     failures = []
@@ -362,8 +365,7 @@ def test_salvage_of_a_snapshot_with_hostile_values_keeps_the_books(tmp_path, tar
 
 
 def _edited(jobdir, edit, *, sealed=True):
-    (path,) = jobdir.glob("snapshot.*.jsonl")
-    header, records = read_snapshot(path)
+    path, header, records = snapshot_of(jobdir)
     edit(header, records)
     write_snapshot(path, header, records)
     if not sealed:
@@ -375,8 +377,7 @@ def test_a_next_seq_just_below_2_31_costs_no_memory(tmp_path):
     """Accepted before and after (a count below the 2**31 bound); on main the
     first new account then filled two billion empty names (hung, ~30 GB)."""
     jobdir = written(tmp_path, "pending")
-    (path,) = jobdir.glob("snapshot.*.jsonl")
-    records = len(read_snapshot(path)[1])
+    records = len(snapshot_of(jobdir)[2])
     _edited(jobdir, lambda h, r: h.update(next_seq=2**31 - 1))
     store = JournaledStore(jobdir, "pending")
     try:
@@ -459,8 +460,7 @@ def test_salvage_keeps_the_records_when_one_seq_is_beyond_the_header_count(tmp_p
     restore refused it and the whole JOBDIR started afresh (0 accounts
     kept); now seqs are renumbered and every record is kept."""
     jobdir = written(tmp_path, "pending")
-    (path,) = jobdir.glob("snapshot.*.jsonl")
-    records = len(read_snapshot(path)[1])
+    records = len(snapshot_of(jobdir)[2])
     _edited(jobdir, lambda h, r: r[0].__setitem__(7, h["next_seq"] + 10**6))
     store = JournaledStore(jobdir, "pending", recovery="salvage")
     try:
