@@ -9,8 +9,11 @@ five budgets (0.998 to 1.002 revisits a day per page: the budgets are the
 noise) and summarised by the mean and sample sd over them.
 
 **One side** (the default: this checkout, default settings plus the
-budget): per trace, the planner's mean delay (hours), its delay over the
-best fixed interval's (the target is <= 0.75) with the true-rate oracle's
+budget; the defaults of the code it runs, so with ``--checkout`` a main
+from before issue 17's third judgement runs without timetables, and
+``--side main=--no-timetable`` runs this code as that main did): per
+trace, the planner's mean delay (hours), its delay over the best fixed
+interval's (the target is <= 0.75) with the true-rate oracle's
 beside it, and its freshness minus the oracle's (the target is >= 0), each
 taken run by run at the same budget (the same cost) and then averaged. A
 target is *met* or *missed beyond noise* when the mean is on that side of

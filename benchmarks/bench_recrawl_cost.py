@@ -15,10 +15,16 @@ digests mean the two checkouts made exactly the same decisions.
 
     .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main
     .venv/bin/python benchmarks/bench_recrawl_cost.py            # this checkout only
-    .venv/bin/python benchmarks/bench_recrawl_cost.py --timetable   # AOPIC_RECRAWL_TIMETABLE on
+    .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main --timetable     # on, both sides
+    .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main --no-timetable  # off, both sides
     .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main --burst  # bursts on here
     .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main --burst both  # on both sides
     .venv/bin/python benchmarks/bench_recrawl_cost.py --memory --trace debian --years 0.8  # bytes per page
+
+Without ``--timetable`` / ``--no-timetable`` each side runs with its own
+default ``AOPIC_RECRAWL_TIMETABLE`` (on since issue 17's judgement; a
+checkout from before it: off), so ``--against`` an older main compares the
+two defaults.
 
 ``--memory`` runs this checkout once under ``tracemalloc`` (slower: no
 timing) and prints the memory still held at the end by what
@@ -40,8 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def worker(
-    root: str, trace_name: str, years: float, last_modified: bool, timetable: bool = False, burst: bool = False,
-    memory: bool = False,
+    root: str, trace_name: str, years: float, last_modified: bool, timetable: bool | None = None,
+    burst: bool = False, memory: bool = False,
 ) -> dict:
     # scrapy_aopic from ``root``; the trace tools from this checkout's
     # benchmarks (imported after, so their sys.path edit cannot shadow it).
@@ -61,8 +67,8 @@ def worker(
         [Page(p.url, p.host, [t for t in p.changes if t < end]) for p in trace.pages],
     )  # fmt: skip
     settings = {"AOPIC_RECRAWL_BUDGET": float(len(trace.pages))}
-    if timetable:
-        settings["AOPIC_RECRAWL_TIMETABLE"] = True
+    if timetable is not None:  # else the checkout's own default
+        settings["AOPIC_RECRAWL_TIMETABLE"] = timetable
     if burst:
         settings["AOPIC_RECRAWL_BURST"] = True
     if memory:
@@ -99,7 +105,9 @@ def main(argv=None) -> int:
     parser.add_argument("--years", type=float, default=1.5, help="trace prefix to run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--last-modified", action="store_true")
-    parser.add_argument("--timetable", action="store_true", help="AOPIC_RECRAWL_TIMETABLE = True")
+    parser.add_argument("--timetable", action=argparse.BooleanOptionalAction, default=None,
+                        help="AOPIC_RECRAWL_TIMETABLE = True / False on both sides (neither: each "
+                             "checkout's own default)")  # fmt: skip
     parser.add_argument("--burst", nargs="?", const="this", choices=("this", "both"),
                         help="AOPIC_RECRAWL_BURST = True on this side only (or on both)")
     parser.add_argument("--memory", action="store_true", help="this checkout once, bytes held per page")
@@ -124,7 +132,7 @@ def main(argv=None) -> int:
         for name in names if rep % 2 == 0 else names[::-1]:
             cmd = [sys.executable, __file__, "--worker", sides[name], "--trace", args.trace,
                    "--years", str(args.years)] + (["--last-modified"] if args.last_modified else []) + (
-                ["--timetable"] if args.timetable else []) + (
+                {None: [], True: ["--timetable"], False: ["--no-timetable"]}[args.timetable]) + (
                 ["--burst"] if args.burst == "both" or (args.burst and name == "this") else [])  # fmt: skip
             out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
             results[name].append(out)

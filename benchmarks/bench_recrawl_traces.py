@@ -40,6 +40,7 @@ where the CPU time was about 45.
 
     .venv/bin/python benchmarks/bench_recrawl_traces.py        # ~10 minutes
     .venv/bin/python benchmarks/bench_recrawl_traces.py --burst  # the burst model on
+    .venv/bin/python benchmarks/bench_recrawl_traces.py --no-timetable  # the waiting rule (the default before)
 """
 
 from __future__ import annotations
@@ -349,8 +350,11 @@ def main(argv=None) -> int:
     parser.add_argument("--per-page-per-day", type=float, default=1.0,
                         help="budget: revisits a day per page")  # fmt: skip
     parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--timetable", action="store_true",
-                        help="AOPIC_RECRAWL_TIMETABLE = True (weekly timetables; off by default)")
+    # Explicit both ways: without either, the checkout's own default (on
+    # since issue 17's judgement; off before), so "main" means main's default.
+    parser.add_argument("--timetable", action=argparse.BooleanOptionalAction, default=None,
+                        help="AOPIC_RECRAWL_TIMETABLE = True / False (weekly timetables; "
+                             "neither: the setting's default, on)")  # fmt: skip
     parser.add_argument("--burst", action="store_true",
                         help="AOPIC_RECRAWL_BURST = True (the burst model; off by default)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
@@ -383,8 +387,9 @@ def main(argv=None) -> int:
             f"scored after {WARMUP / YEAR:g} year of history")
         rows = {}
         costs = {}
-        settings = {"AOPIC_RECRAWL_BUDGET": budget, "AOPIC_RECRAWL_TIMETABLE": args.timetable,
-                    "AOPIC_RECRAWL_BURST": args.burst}  # fmt: skip
+        settings = {"AOPIC_RECRAWL_BUDGET": budget, "AOPIC_RECRAWL_BURST": args.burst}
+        if args.timetable is not None:
+            settings["AOPIC_RECRAWL_TIMETABLE"] = args.timetable
         for item in args.set:
             key, _, value = item.partition("=")
             if not key.startswith("AOPIC_"):
@@ -421,7 +426,8 @@ def main(argv=None) -> int:
         say()
     say(phase_drift())
     args.out.mkdir(parents=True, exist_ok=True)
-    suffix = "".join(f"-{flag}" for flag in ("timetable", "burst") if getattr(args, flag))
+    suffix = {None: "", True: "-timetable", False: "-no-timetable"}[args.timetable]
+    suffix += "-burst" if args.burst else ""
     suffix += "".join(f"-{item.removeprefix('AOPIC_RECRAWL_').lower()}" for item in args.set)
     (args.out / f"recrawl-traces{suffix}.txt").write_text("\n".join(lines) + "\n")
     if args.json:

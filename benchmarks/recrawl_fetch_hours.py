@@ -90,11 +90,16 @@ def main(argv=None) -> int:
     parser.add_argument("--fixture", type=Path, default=EXTRA)
     parser.add_argument("--per-page-per-day", type=float, default=1.0)
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--timetable", action=argparse.BooleanOptionalAction, default=None,
+                        help="AOPIC_RECRAWL_TIMETABLE = True / False (neither: the default, on; "
+                             "the figures in docs/recrawl.rst before issue 17's judgement: --no-timetable)")  # fmt: skip
     args = parser.parse_args(argv)
-    lines = [f"default planner, budget {args.per_page_per_day} revisits a day per page, one run a trace"]
+    settings = {} if args.timetable is None else {"AOPIC_RECRAWL_TIMETABLE": args.timetable}
+    which = {None: "default", True: "timetables on", False: "timetables off"}[args.timetable]
+    lines = [f"{which} planner, budget {args.per_page_per_day} revisits a day per page, one run a trace"]
     for trace in load(args.fixture, args.trace):
         budget = args.per_page_per_day * len(trace.pages)
-        fetches, _, _ = run_planner(trace, {"AOPIC_RECRAWL_BUDGET": budget}, last_modified=False)
+        fetches, _, _ = run_planner(trace, {"AOPIC_RECRAWL_BUDGET": budget, **settings}, last_modified=False)
         lines += report(trace.name, where_fetches_land(trace, fetches, trace.start + WARMUP, trace.end))
         print("\n".join(lines[-32:]), flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -123,6 +123,33 @@ def test_planner_revisits_after_the_busy_hours_within_budget_and_host_gap():
     assert with_table < 0.8 * without, (with_table / HOUR, without / HOUR)
 
 
+def test_timetables_are_on_by_default_with_a_budget():
+    """The default settings plus a budget place revisits on the section's
+    timetable (issue 17's judgement switched ``AOPIC_RECRAWL_TIMETABLE``
+    on): after the busy hours, as ``timetable=True`` above; switched off,
+    the same planner spreads them by the waiting rule instead."""
+    from scrapy.settings import Settings
+
+    from scrapy_aopic import settings as aopic_settings
+    from scrapy_aopic.recrawl.hook import planner_from_settings
+
+    assert aopic_settings.get_bool(Settings(), "AOPIC_RECRAWL_TIMETABLE") is True
+    rng = random.Random(7)
+    rates = {f"http://docs.example/guide/p{i}": rng.choice([0.3, 1.0, 3.0]) / DAY for i in range(30)}
+    scored = MONDAY + 4 * WEEK
+    share = {}
+    for name, extra in (("default", {}), ("off", {"AOPIC_RECRAWL_TIMETABLE": False})):
+        planner = planner_from_settings(Settings({"AOPIC_RECRAWL_BUDGET": 30.0, "AOPIC_RECRAWL_HOST_GAP": 60.0,
+                                                  **extra}))  # fmt: skip
+        fetches, _ = crawl(planner, rates, weeks=10)
+        late = [t for times in fetches.values() for t in times if t >= scored]
+        share[name] = sum(17 <= (t % DAY) / HOUR < 19.5 for t in late) / len(late)
+        # Timetables were built for the section (or its host) only when on.
+        assert bool(planner._timetables) is (name == "default")
+    assert share["default"] > 0.6, share
+    assert share["off"] < 0.5 * share["default"], share
+
+
 def test_overdue_queue_matches_a_plain_scan_with_many_pages_per_host():
     from scrapy_aopic.recrawl.planner import OverdueQueue
 
