@@ -109,7 +109,12 @@ def test_crawl_delay_becomes_slot_delay(robots_crawl):
     gaps = [b - a for a, b in zip(main, main[1:])]
     assert len(gaps) > 20
     # Scrapy jitters slot delays by +-50 %; without the delay gaps are ~ms.
-    assert min(gaps) >= 0.45 * CRAWL_DELAY, min(gaps)
+    # The times are the server's: on a loaded machine its thread can take up
+    # a request late and the next on time, so one gap in twenty may look
+    # short (the one before it then looks long); the median cannot.
+    short = [gap for gap in gaps if gap < 0.45 * CRAWL_DELAY]
+    assert len(short) <= len(gaps) // 20, short
+    assert sorted(gaps)[len(gaps) // 2] >= 0.8 * CRAWL_DELAY, sorted(gaps)
 
 
 def test_books_balance(robots_crawl):
