@@ -101,6 +101,15 @@ def quoted_commands() -> dict[tuple[str, str], dict[tuple[str, ...], set[str]]]:
     def add(kind: str, target: str, tail: str, where: str) -> None:
         for argv in _clean(tail):
             found.setdefault((kind, target), {}).setdefault(tuple(argv), set()).add(where)
+            # bench_recrawl_budgets.py --side NAME=ARGS runs bench_recrawl_traces.py ARGS (with
+            # the code of another checkout if --checkout NAME=PATH: its settings may differ)
+            if target.endswith("bench_recrawl_budgets.py"):
+                options = list(zip(argv, argv[1:]))
+                elsewhere = {value.partition("=")[0] for flag, value in options if flag == "--checkout"}
+                for flag, value in options:
+                    name, _, extra = value.partition("=")
+                    if flag == "--side" and extra and name not in elsewhere:
+                        add(kind, "benchmarks/bench_recrawl_traces.py", extra, f"{where} (--side)")
 
     sources = [(str(path.relative_to(ROOT)), path.read_text(encoding="utf-8")) for path in DOC_FILES]
     for where, text in sources + _docstring_sources():
@@ -221,6 +230,7 @@ def test_the_collector_sees_the_quoted_commands():
                for argv in commands[("script", "benchmarks/bench_recrawl_budgets.py")])
     assert ("top", "-n", "5", "--jobdir", "crawls/run1") in commands[("scrapy-aopic", "")]
     assert ("make", "demo") in commands
+    assert ("--burst",) in commands[("script", "benchmarks/bench_recrawl_traces.py")]  # a --side's ARGS
     assert len([key for key in commands if key[0] == "script"]) > 30
 
 
@@ -259,12 +269,17 @@ def test_every_quoted_make_target_exists():
     assert missing == []
 
 
-def test_the_check_fails_on_a_flag_the_script_does_not_have():
+def test_the_check_fails_on_a_flag_or_value_the_script_does_not_have():
     rejected = parse_with_script("script", "benchmarks/bench_ordering_push.py",
-                                 [["--graphs", "rust-doc"], ["--no-such-flag", "1"]])
+                                 [["--graphs", "rust-doc"], ["--no-such-flag", "1"], ["--graphs", "rust-dco"]])
     assert rejected[("--help",)] == ""
     assert rejected[("--graphs", "rust-doc")] == ""
     assert "unrecognized arguments: --no-such-flag" in rejected[("--no-such-flag", "1")]
+    assert "unknown 'rust-dco'" in rejected[("--graphs", "rust-dco")]
+    rejected = parse_with_script("script", "benchmarks/bench_recrawl_traces.py",
+                                 [["--set", "KEY_MIN_EVENTS=1e18"], ["--set", "KEY_MIN_EVENT=1e18"]])
+    assert rejected[("--set", "KEY_MIN_EVENTS=1e18")] == ""
+    assert "no setting AOPIC_RECRAWL_KEY_MIN_EVENT " in rejected[("--set", "KEY_MIN_EVENT=1e18")]
     assert scrapy_aopic_rejects(["top", "-n", "5", "--jobdir", "crawls/run1"]) == ""
     assert "unknown option --no-such-flag" in scrapy_aopic_rejects(["top", "--no-such-flag"])
     assert "invalid choice" in scrapy_aopic_rejects(["top", "--by", "size"])
