@@ -66,6 +66,7 @@ from tests.support.redis_server import RedisServer  # noqa: E402
 from scrapy_aopic.engine import AopicEngine, lambda_split  # noqa: E402
 from scrapy_aopic.store.base import Credit, Link  # noqa: E402
 from scrapy_aopic.store.redis import RedisStore  # noqa: E402
+from scrapy_aopic.store.redis.keys import key_tag  # noqa: E402
 
 
 class BenchSpider(Spider):
@@ -255,7 +256,7 @@ def memory_aopic(server: RedisServer, size: int, hosts: int) -> dict:
     assert store.inject_many(seeds, chunk=2000) == size
     fill_s = time.perf_counter() - start
     pending = used_memory(client) - base
-    pending_keys = keys_memory(client, "mem:aopic:*")
+    pending_keys = keys_memory(client, key_tag("mem:aopic") + "*")  # {mem:aopic}:acct, ...
     accounts = client.memory_usage(store.keys["acct"], samples=0) or 0
     crawled = size // 10  # crawled accounts leave their host queue
     start = time.perf_counter()
