@@ -1,4 +1,4 @@
-"""Every command the README and the docs quote runs on this tree.
+"""Every command the README and the docs quote (and ``make bench`` runs) parses on this tree.
 
 The docs quote many ``python benchmarks/...`` lines with their flags; a flag
 renamed or dropped in a script leaves a newcomer with a usage error (as
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib.util
 import io
 import itertools
 import json
@@ -130,7 +131,19 @@ def quoted_commands() -> dict[tuple[str, str], dict[tuple[str, ...], set[str]]]:
                 add("scrapy-aopic", "", m.group(1), where)
             if (m := _MAKE.match(piece)) and where.endswith((".md", ".rst")):
                 add("make", m.group(1), "", where)
+    # what `make bench` and the README's `run_all.py --quick` run
+    for script, full, quick in _run_all_table().values():
+        for argv in (full, quick):
+            found.setdefault(("script", f"benchmarks/{script}"), {}).setdefault(tuple(argv), set()).add(
+                "benchmarks/run_all.py")
     return found
+
+
+def _run_all_table() -> dict[str, tuple[str, list[str], list[str]]]:
+    spec = importlib.util.spec_from_file_location("run_all", BENCHMARKS / "run_all.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # a table and functions: nothing runs
+    return module.BENCHMARKS
 
 
 # Run in a subprocess per script: replaces ArgumentParser.parse_args so the
@@ -230,6 +243,7 @@ def test_the_collector_sees_the_quoted_commands():
                for argv in commands[("script", "benchmarks/bench_recrawl_budgets.py")])
     assert ("top", "-n", "5", "--jobdir", "crawls/run1") in commands[("scrapy-aopic", "")]
     assert ("make", "demo") in commands
+    assert ("--rounds", "1", "--pops", "1000") in commands[("script", "benchmarks/bench_redis_script.py")]  # run_all
     assert ("--burst",) in commands[("script", "benchmarks/bench_recrawl_traces.py")]  # a --side's ARGS
     assert len([key for key in commands if key[0] == "script"]) > 30
 
