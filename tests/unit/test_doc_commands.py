@@ -26,8 +26,6 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
 
@@ -131,6 +129,10 @@ def quoted_commands() -> dict[tuple[str, str], dict[tuple[str, ...], set[str]]]:
                 add("scrapy-aopic", "", m.group(1), where)
             if (m := _MAKE.match(piece)) and where.endswith((".md", ".rst")):
                 add("make", m.group(1), "", where)
+    # every script of benchmarks/, quoted or not, has a --help that exits 0
+    for path in BENCHMARKS.glob("*.py"):
+        if 'if __name__ == "__main__"' in path.read_text(encoding="utf-8"):
+            found.setdefault(("script", f"benchmarks/{path.name}"), {})
     # what `make bench` and the README's `run_all.py --quick` run
     for script, full, quick in _run_all_table().values():
         for argv in (full, quick):
@@ -162,8 +164,8 @@ def parse_args(self, args=None, namespace=None):
             with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
                 _original(self, argv)
             results.append([argv, 0, ""])
-        except SystemExit as exit:
-            results.append([argv, exit.code or 0, err.getvalue().strip().splitlines()[-1:] ])
+        except SystemExit as stop:
+            results.append([argv, stop.code or 0, err.getvalue().strip().splitlines()[-1:]])
     print("PARSED " + json.dumps(results))
     raise Parsed
 _original = argparse.ArgumentParser.parse_args
@@ -206,9 +208,9 @@ def scrapy_aopic_rejects(argv: list[str]) -> str:
     subcommand and at most a spider name (replay: the simulator's arguments)."""
     import argparse
 
-    from scrapy_aopic.commands import SUBCOMMANDS, AopicCommand
-
     from scrapy.settings import Settings
+
+    from scrapy_aopic.commands import SUBCOMMANDS, AopicCommand
 
     parser = argparse.ArgumentParser(prog="scrapy aopic")
     command = AopicCommand()
@@ -228,19 +230,12 @@ def scrapy_aopic_rejects(argv: list[str]) -> str:
     return f"too many arguments: {rest[1:]}" if len(rest) > 2 else ""
 
 
-def _checks():
-    commands = quoted_commands()
-    scripts = {key: argvs for key, argvs in commands.items() if key[0] in ("script", "module")}
-    return commands, scripts
-
-
 def test_the_collector_sees_the_quoted_commands():
     commands = quoted_commands()
     quoted = commands[("script", "benchmarks/bench_ordering_push.py")]
     assert ("--graphs", "synthetic-1M", "--teleports", "none", "--shares", "0,0.01") in quoted
     assert ("script", "benchmarks/bench_redis_script.py") in commands
-    assert any(argv[:1] == ("--side",) or "--side" in argv
-               for argv in commands[("script", "benchmarks/bench_recrawl_budgets.py")])
+    assert any("--side" in argv for argv in commands[("script", "benchmarks/bench_recrawl_budgets.py")])
     assert ("top", "-n", "5", "--jobdir", "crawls/run1") in commands[("scrapy-aopic", "")]
     assert ("make", "demo") in commands
     assert ("--rounds", "1", "--pops", "1000") in commands[("script", "benchmarks/bench_redis_script.py")]  # run_all
@@ -249,7 +244,7 @@ def test_the_collector_sees_the_quoted_commands():
 
 
 def test_every_quoted_script_exists_and_accepts_its_quoted_arguments():
-    _, scripts = _checks()
+    scripts = {key: argvs for key, argvs in quoted_commands().items() if key[0] in ("script", "module")}
     missing = sorted(target for kind, target in scripts if kind == "script" and not (ROOT / target).is_file())
     assert missing == [], f"quoted scripts that do not exist: {missing}"
 
@@ -268,7 +263,7 @@ def test_every_quoted_script_exists_and_accepts_its_quoted_arguments():
 
 
 def test_every_quoted_scrapy_aopic_command_parses():
-    commands, _ = _checks()
+    commands = quoted_commands()
     failures = [f"scrapy aopic {' '.join(argv)}: {error} (quoted in {', '.join(sorted(where))})"
                 for argv, where in commands[("scrapy-aopic", "")].items()
                 if (error := scrapy_aopic_rejects(list(argv)))]
@@ -276,7 +271,7 @@ def test_every_quoted_scrapy_aopic_command_parses():
 
 
 def test_every_quoted_make_target_exists():
-    commands, _ = _checks()
+    commands = quoted_commands()
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     targets = set(re.findall(r"^([\w.-]+):", makefile, flags=re.M))
     missing = sorted(target for kind, target in commands if kind == "make" and target not in targets)
