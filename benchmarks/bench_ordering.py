@@ -35,7 +35,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
+from arglists import names  # noqa: E402
 from scrapy_aopic.sim.docgraph import DOC_TREES, cache_dir, load_docgraph  # noqa: E402
 from scrapy_aopic.sim.graph import Graph  # noqa: E402
 from scrapy_aopic.sim.pagerank import pagerank  # noqa: E402
@@ -158,7 +160,8 @@ def convergence(out: Path) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "_static" / "bench")
-    parser.add_argument("--graphs", default=",".join(ALL_GRAPHS), help="comma-separated")
+    parser.add_argument("--graphs", type=names(ALL_GRAPHS), default=ALL_GRAPHS,
+                        help=f"comma-separated, of {', '.join(ALL_GRAPHS)} ('none': only the revisit experiment)")
     parser.add_argument("--quick", action="store_true", help="fewer engine variants")
     parser.add_argument("--no-convergence", action="store_true", help="skip the revisit experiment")
     args = parser.parse_args()
@@ -170,7 +173,7 @@ def main() -> int:
     if not args.no_convergence:
         convergence(args.out)
     results = {}
-    for name in [g.strip() for g in args.graphs.split(",") if g.strip() and g.strip() != "none"]:
+    for name in args.graphs:
         graph = load(name)
         if graph is None:
             continue
@@ -190,7 +193,7 @@ def main() -> int:
         results[name] = comparison
     if not results:
         print("no ordering graph run", file=sys.stderr)
-        return 0 if args.graphs == "none" else 1
+        return 0 if not args.graphs else 1
     header, rows = summary_rows(results)
     intro = (
         f"Product target: at {TARGET_FRACTION:.0%} of pages fetched, AOPIC with its default "

@@ -68,7 +68,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_ordering import load  # noqa: E402
+from arglists import names, numbers  # noqa: E402
+from bench_ordering import ALL_GRAPHS, load  # noqa: E402
 
 from scrapy_aopic.sim.pagerank import pagerank, pagerank_csr  # noqa: E402
 from scrapy_aopic.sim.policies import BatchPageRank, EnginePolicy, Policy  # noqa: E402
@@ -76,6 +77,7 @@ from scrapy_aopic.sim.report import markdown_table  # noqa: E402
 from scrapy_aopic.sim.runner import FRACTIONS, budget_of, compare  # noqa: E402
 from scrapy_aopic.store import base  # noqa: E402
 from scrapy_aopic.store.base import CRAWLED, PENDING  # noqa: E402
+from scrapy_aopic.store.memory import LAMBDA_TARGETS  # noqa: E402
 
 default_growth = base.PRIORITY_GROWTH
 
@@ -395,27 +397,27 @@ def curves(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--diagnose", default="rust-doc", help="graph to diagnose ('none' to skip)")
-    parser.add_argument("--graphs", default="rust-doc,python3-doc,postgresql-doc-15,synthetic-100k")
-    parser.add_argument("--taus", default="30,100,300,inf", help="prototype's tau values, in fetches ('inf': no discount)")
+    parser.add_argument("--diagnose", choices=[*ALL_GRAPHS, "none"], default="rust-doc",
+                        help="graph to diagnose ('none' to skip)")
+    parser.add_argument("--graphs", type=names(ALL_GRAPHS),
+                        default=["rust-doc", "python3-doc", "postgresql-doc-15", "synthetic-100k"])
+    parser.add_argument("--taus", type=numbers, default=[30.0, 100.0, 300.0, math.inf], help="prototype's tau values, in fetches ('inf': no discount)")
     parser.add_argument("--revisit-sweep", action="store_true", help="also 4 and 16 revisits per fetch (slow)")
     parser.add_argument("--no-lambda-rules", action="store_true", help="skip the engine's other lambda rules")
-    parser.add_argument("--horizons", default="", help="the engine with AOPIC_PRIORITY_HORIZON = each (0: cash order)")
-    parser.add_argument("--targets", default="pending", help="AOPIC_LAMBDA_TARGETS values for --horizons")
-    parser.add_argument("--growth", default="", help="PRIORITY_GROWTH values for --horizons (default: the shipped one)")
+    parser.add_argument("--horizons", type=numbers, default=[], help="the engine with AOPIC_PRIORITY_HORIZON = each (0: cash order)")
+    parser.add_argument("--targets", type=names(LAMBDA_TARGETS, none=False), default=["pending"], help="AOPIC_LAMBDA_TARGETS values for --horizons")
+    parser.add_argument("--growth", type=numbers, default=[], help="PRIORITY_GROWTH values for --horizons (default: the shipped one)")
     args = parser.parse_args()
     if args.diagnose != "none":
         graph = load(args.diagnose)
         graph.name = args.diagnose
         diagnose(graph, pagerank(graph))
-    graphs = [g for g in args.graphs.split(",") if g and g != "none"]
-    if graphs:
-        taus = [] if args.taus == "none" else [float(t) for t in args.taus.split(",")]
+    if args.graphs:
         curves(
-            graphs, taus, args.revisit_sweep, not args.no_lambda_rules,
-            horizons=[float(h) for h in args.horizons.split(",") if h],
-            targets=args.targets.split(","),
-            growth=[float(g) for g in args.growth.split(",") if g] or [None],
+            args.graphs, args.taus, args.revisit_sweep, not args.no_lambda_rules,
+            horizons=args.horizons,
+            targets=args.targets,
+            growth=args.growth or [None],
         )
     return 0
 

@@ -91,7 +91,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_ordering import load  # noqa: E402
+from arglists import names, numbers  # noqa: E402
+from bench_ordering import ALL_GRAPHS, load  # noqa: E402
 
 from scrapy_aopic.sim.pagerank import DAMPING, pagerank  # noqa: E402
 from scrapy_aopic.sim.policies import BatchPageRank, EnginePolicy, Policy, shipped_engine_kwargs  # noqa: E402
@@ -366,24 +367,27 @@ def run(graphs, eps_values, teleports, rules, baselines: bool, shares=(1.0,)) ->
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--graphs", default="rust-doc,python3-doc,postgresql-doc-15,synthetic-100k")
-    parser.add_argument("--eps", default="0.1,0.01", help="thresholds (see --rules)")
-    parser.add_argument("--teleports", default="known,seeds", help=f"of {', '.join(TELEPORTS)}")
-    parser.add_argument("--rules", default="page", help="threshold rules: page (per known page), total (of all cash)")
+    parser.add_argument("--graphs", type=names(ALL_GRAPHS, none=False),
+                        default=["rust-doc", "python3-doc", "postgresql-doc-15", "synthetic-100k"])
+    parser.add_argument("--eps", type=numbers, default=[0.1, 0.01], help="thresholds (see --rules)")
+    parser.add_argument("--teleports", type=names(TELEPORTS), default=["known", "seeds"],
+                        help=f"of {', '.join(TELEPORTS)}")
+    parser.add_argument("--rules", type=names(RULES, none=False), default=["page"],
+                        help="threshold rules: page (per known page), total (of all cash)")
     parser.add_argument(
         "--no-baselines", action="store_true", help="skip the shipped engine and batch PageRank"
     )
     parser.add_argument(
-        "--shares", default="1", help="rows of the shipped engine with AOPIC_DISCOVERY_CASH at each of these ('none': skip)"
+        "--shares", type=numbers, default=[1.0], help="rows of the shipped engine with AOPIC_DISCOVERY_CASH at each of these ('none': skip)"
     )
     args = parser.parse_args()
     run(
-        [g for g in args.graphs.split(",") if g],
-        [float(e) for e in args.eps.split(",")],
-        [t for t in args.teleports.split(",") if t and t != "none"],
-        args.rules.split(","),
+        args.graphs,
+        args.eps,
+        args.teleports,
+        args.rules,
         not args.no_baselines,
-        [] if args.shares == "none" else [float(x) for x in args.shares.split(",")],
+        args.shares,
     )
     return 0
 

@@ -7,11 +7,12 @@ the rest are already queued. Runs A (OTHER tree) and B (this tree)
 interleaved, REPEAT times each, and prints wall time, CPU time, fetches,
 refusals and refusals/s per run and the B/A ratios of the medians.
 
-Usage: python benchmarks/bench_pattern_refuse.py [OTHER_TREE=/work/main] [NEWS=3000] [REPEAT=2]
+    python benchmarks/bench_pattern_refuse.py [OTHER_TREE] [NEWS] [REPEAT]    # default: /work/main 3000 2
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -57,9 +58,18 @@ def run(tree: Path, news: int) -> dict:
 
 
 def main() -> None:
-    other = Path(sys.argv[1] if len(sys.argv) > 1 else "/work/main")
-    news = int(sys.argv[2]) if len(sys.argv) > 2 else 3000
-    repeat = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("other", nargs="?", type=Path, default=Path("/work/main"), metavar="OTHER_TREE",
+                        help="checkout run as A, with its own .venv if it has one (default /work/main)")
+    parser.add_argument("news", nargs="?", type=int, default=3000, metavar="NEWS",
+                        help="/news?ts=<n> pages linked from the front page (default 3000)")
+    parser.add_argument("repeat", nargs="?", type=int, default=2, metavar="REPEAT",
+                        help="runs of each tree, interleaved (default 2)")
+    args = parser.parse_args()
+    if not (args.other / "tests/support/dupcrawl.py").is_file():
+        parser.error(f"{args.other} is not a checkout of scrapy-aopic (no tests/support/dupcrawl.py)")
+    other, news, repeat = args.other, args.news, args.repeat
     results: dict[str, list[dict]] = {"A": [], "B": []}
     for _ in range(repeat):
         for name, tree in (("A", other), ("B", HERE)):

@@ -100,6 +100,8 @@ def _print(label: str, n: int, top: int, by_line: dict, by_file: dict, total: in
 
 
 def main() -> None:
+    from arglists import setting  # benchmarks/, the directory of the script run
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--urls", type=int, default=100_000)
     parser.add_argument("--hosts", type=int, default=5000)
@@ -108,7 +110,7 @@ def main() -> None:
     parser.add_argument("--trees", nargs="+", default=[ROOT],
                         help="scrapy-aopic checkouts to compare, each in its own process")
     parser.add_argument("--no-scrapy", action="store_true", help="skip Scrapy's default scheduler")
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=setting(),
                         help="a setting for the scrapy-aopic runs")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)

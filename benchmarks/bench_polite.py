@@ -106,13 +106,15 @@ def line(label: str, r: dict) -> str:
 
 
 def main() -> None:
+    from arglists import setting  # benchmarks/, the directory of the script run
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pages", type=int, default=1200, help="responses per crawl (default 1200)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of one crawl each (default 2)")
     parser.add_argument("--hosts", type=int, default=8, help="demo-site hosts (default 8: 6 content hosts)")
     parser.add_argument("--articles", type=int, default=3000, help="demo-site articles (default 3000)")
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=setting(),
                         help="a setting for the add-on crawl only (repeatable)")
     parser.add_argument("--aopic-only", action="store_true", help="skip the plain-Scrapy crawls")
     parser.add_argument("--per-host", action="store_true", help="print requests per host")

@@ -145,7 +145,7 @@ def main(argv=None) -> int:
         copy = Path(tempfile.mkdtemp(prefix=f"budgets-{name}-"))
         scratch.append(copy)
         (copy / "benchmarks").mkdir()
-        for f in ("bench_recrawl_traces.py", "recrawl_traces.py"):
+        for f in ("bench_recrawl_traces.py", "recrawl_traces.py", "arglists.py"):
             shutil.copy(BENCH.parent / f, copy / "benchmarks" / f)
         (copy / "benchmarks" / "data").symlink_to(BENCH.parent / "data")
         (copy / "scrapy_aopic").symlink_to(Path(path).resolve() / "scrapy_aopic")

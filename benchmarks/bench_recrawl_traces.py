@@ -62,6 +62,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 # that one-off (~0.1-0.2 s a process, 5 % of a short trace's total) stays out
 # of the per-visit figure.
 import numpy  # noqa: E402, F401
+from arglists import setting  # noqa: E402
 from scrapy.settings import Settings  # noqa: E402
 
 from recrawl_traces import YEAR, Trace, load  # noqa: E402
@@ -357,7 +358,7 @@ def main(argv=None) -> int:
                              "neither: the setting's default, on)")  # fmt: skip
     parser.add_argument("--burst", action="store_true",
                         help="AOPIC_RECRAWL_BURST = True (the burst model; off by default)")
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=setting("AOPIC_RECRAWL_"),
                         help="one more setting (VALUE read as JSON if it parses; NAME without AOPIC_ "
                              "is read as AOPIC_RECRAWL_NAME)")
     parser.add_argument("--no-last-modified", action="store_true",

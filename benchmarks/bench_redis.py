@@ -66,6 +66,7 @@ from tests.support.redis_server import RedisServer  # noqa: E402
 from scrapy_aopic.engine import AopicEngine, lambda_split  # noqa: E402
 from scrapy_aopic.store.base import Credit, Link  # noqa: E402
 from scrapy_aopic.store.redis import RedisStore  # noqa: E402
+from scrapy_aopic.store.redis.keys import key_tag  # noqa: E402
 
 
 class BenchSpider(Spider):
@@ -255,7 +256,7 @@ def memory_aopic(server: RedisServer, size: int, hosts: int) -> dict:
     assert store.inject_many(seeds, chunk=2000) == size
     fill_s = time.perf_counter() - start
     pending = used_memory(client) - base
-    pending_keys = keys_memory(client, "mem:aopic:*")
+    pending_keys = keys_memory(client, key_tag("mem:aopic") + "*")  # {mem:aopic}:acct, ...
     accounts = client.memory_usage(store.keys["acct"], samples=0) or 0
     crawled = size // 10  # crawled accounts leave their host queue
     start = time.perf_counter()
@@ -520,9 +521,9 @@ def busy_hosts_cost() -> list[tuple[int, float, float]]:
 
     from scrapy.core.downloader import Slot
 
-    from scrapy_aopic.frontier import Frontier
+    from scrapy_aopic.frontier.probe import DownloadProbe
 
-    frontier = Frontier.__new__(Frontier)
+    probe = DownloadProbe.__new__(DownloadProbe)  # busy_hosts reads only its downloader
     rows = []
     for count in (10, 1000, 5000):
         slots = {f"h{i}.example": Slot(8, 0, 0) for i in range(count)}
@@ -531,10 +532,10 @@ def busy_hosts_cost() -> list[tuple[int, float, float]]:
             request = Request(f"http://h{i % 10}.example/{i}", meta={"download_slot": f"h{i % 10}.example"})
             slots[f"h{i % 10}.example"].active.add(request)
             active.add(request)
-        frontier.probe._downloader = SimpleNamespace(slots=slots, active=active)
-        walk = timeit.timeit(frontier.probe.busy_hosts, number=2000) / 2000
-        frontier.probe._downloader = SimpleNamespace(slots=slots)
-        scan = timeit.timeit(frontier.probe.busy_hosts, number=2000) / 2000
+        probe._downloader = SimpleNamespace(slots=slots, active=active)
+        walk = timeit.timeit(probe.busy_hosts, number=2000) / 2000
+        probe._downloader = SimpleNamespace(slots=slots)
+        scan = timeit.timeit(probe.busy_hosts, number=2000) / 2000
         rows.append((count, walk * 1e6, scan * 1e6))
     return rows
 

@@ -303,6 +303,8 @@ def _print_server(size: int, kind: str, result: dict) -> None:
 
 
 def main() -> None:
+    from arglists import setting  # benchmarks/, the directory of the script run
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--hosts", type=int, default=5000)
@@ -315,7 +317,7 @@ def main() -> None:
     parser.add_argument("--baseline", metavar="DIR",
                         help="also run the Redis backend of the checkout in DIR (aopic-redis@base)")
     parser.add_argument("--rounds", type=int, default=1, help="repeat every size, interleaved")
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=setting(),
                         help="a setting for this checkout's aopic runs (not the baseline's)")
     parser.add_argument("--one", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--code", help=argparse.SUPPRESS)

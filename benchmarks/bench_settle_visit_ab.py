@@ -17,6 +17,7 @@ round-by-round ratios to the reference.
 
 from __future__ import annotations
 
+import argparse
 import random
 import statistics
 import sys
@@ -36,11 +37,24 @@ BLOCK = 25
 SIZES = {"inject": 10_000, "register": 10_000, "pop": 3_000}
 
 
+def _script(argument: str) -> tuple[str, Path]:
+    """``NAME=PATH.lua`` -> (name, path)."""
+    name, sep, path = argument.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"{argument!r} is not NAME=PATH.lua")
+    return name, Path(path)
+
+
 def main() -> None:
-    if len(sys.argv) < 3:
-        sys.exit(__doc__.split("\n\n")[1])
-    rounds = int(sys.argv[1])
-    sources = {arg.split("=", 1)[0]: Path(arg.split("=", 1)[1]).read_text() for arg in sys.argv[2:]}
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("rounds", type=int, metavar="ROUNDS", help="rounds, the order of the scripts rotated each round")
+    parser.add_argument("scripts", type=_script, nargs="+", metavar="NAME=PATH.lua",
+                        help="the frontier.lua files to compare; the first is the reference")
+    args = parser.parse_args()
+    missing = [str(path) for _, path in args.scripts if not path.is_file()]
+    if missing:
+        parser.error(f"no such file: {', '.join(missing)}")
+    rounds, sources = args.rounds, {name: path.read_text() for name, path in args.scripts}
     cpu: dict[str, list[float]] = {name: [] for name in sources}
     clock: dict[str, list[float]] = {name: [] for name in sources}
     known_end = SIZES["inject"] + SIZES["register"]

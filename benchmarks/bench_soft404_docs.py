@@ -77,12 +77,14 @@ def serve(root: str, soft404: bool):
 
 
 def main() -> None:
+    from arglists import setting  # benchmarks/, the directory of the script run
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("root")
     parser.add_argument("--budget", type=int, default=3000)
     parser.add_argument("--soft404", action="store_true")
     parser.add_argument("--seconds", type=int, default=240, help="CLOSESPIDER_TIMEOUT")
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="a Scrapy setting (int)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=setting(), help="a Scrapy setting (int)")
     args = parser.parse_args()
     from scrapy_aopic.hygiene.canonical import canonical_url
 

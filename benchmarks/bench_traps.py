@@ -48,6 +48,9 @@ import timeit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
+
+from arglists import names, numbers  # noqa: E402
 
 from tests.support.trapsite import SOFT404_VARIANTS, SiteServer, TrapSite, fetch_figures, real_refused, run_crawl  # noqa: E402
 
@@ -104,16 +107,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--budget", type=int, default=1500)
     parser.add_argument("--articles", type=int, default=2000)
-    parser.add_argument("--orders", default=",".join(ORDERS), help="comma-separated subset of " + ",".join(ORDERS))
-    parser.add_argument("--per-host", default="8,16", help="CONCURRENT_REQUESTS_PER_DOMAIN values")
-    parser.add_argument("--soft404", default="", help="comma-separated soft-404 variants to add (" + ",".join(SOFT404_VARIANTS) + ")")
+    parser.add_argument("--orders", type=names(ORDERS, none=False), default=list(ORDERS),
+                        help="comma-separated subset of " + ",".join(ORDERS))
+    parser.add_argument("--per-host", type=numbers, default=[8, 16], help="CONCURRENT_REQUESTS_PER_DOMAIN values")
+    parser.add_argument("--soft404", type=names(SOFT404_VARIANTS, none=False), default=[], help="comma-separated soft-404 variants to add (" + ",".join(SOFT404_VARIANTS) + ")")
     parser.add_argument("--event-days", type=float, default=0.0,
                         help="share of the calendar's days 3/14/25 of 2024-2026 holding a real event page (0: none)")
     parser.add_argument("--farm-share", type=float, default=0.02, help="share of articles linking the link farm")
     parser.add_argument("--no-micro", action="store_true", help="skip the canonicalization timings")
     args = parser.parse_args()
-    orders = {name: ORDERS[name] for name in args.orders.split(",")}
-    variants = tuple(v for v in args.soft404.split(",") if v)
+    orders = {name: ORDERS[name] for name in args.orders}
+    variants = tuple(args.soft404)
 
     if not args.no_micro:
         bench_canonical()
@@ -124,7 +128,7 @@ def main() -> None:
     real = site.real_pages()
     broken = site.broken_link_paths()
     print(f"site: {len(real)} real pages; budget {args.budget} pages per crawl")
-    for per_host in map(int, args.per_host.split(",")):
+    for per_host in map(int, args.per_host):
         common = {"CLOSESPIDER_PAGECOUNT": args.budget, "CONCURRENT_REQUESTS": 16,
                   "CONCURRENT_REQUESTS_PER_DOMAIN": per_host}
         with SiteServer(clean) as server:

@@ -13,6 +13,7 @@ ceiling of what bursts can save at any cost.
 
 from __future__ import annotations
 
+import argparse
 import bisect
 import sys
 from pathlib import Path
@@ -25,8 +26,11 @@ from recrawl_traces import load  # noqa: E402
 WINDOWS = (DAY, 3 * DAY)
 
 
-def main(argv: list[str]) -> int:
-    for trace in load(names=argv or None):
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("traces", nargs="*", metavar="TRACE", help="trace names (default: all)")
+    args = parser.parse_args(argv)
+    for trace in load(names=args.traces or None):
         fetches, _, _ = run_planner(trace, {"AOPIC_RECRAWL_BUDGET": float(len(trace.pages))}, False)
         start = trace.start + WARMUP
         total = 0.0
@@ -59,4 +63,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

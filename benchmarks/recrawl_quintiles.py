@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from arglists import setting  # noqa: E402
 import bench_recrawl_traces as bench  # noqa: E402
 from recrawl_traces import YEAR, Trace, load  # noqa: E402
 
@@ -44,7 +45,7 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-factor", type=float, default=1.0)
     parser.add_argument("--true-rates", action="store_true", help="plan with the true mean rates")
     parser.add_argument("--flat", action="store_true", help="plan on a flat profile")
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=setting(),
                         help="one more setting (VALUE read as JSON if it parses)")
     args = parser.parse_args(argv)
     trace = load(names=[args.trace])[0]

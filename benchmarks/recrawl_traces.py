@@ -266,6 +266,9 @@ def load(path: Path = FIXTURE, names: list[str] | None = None) -> list[Trace]:
     """The traces stored in ``path`` (all, or those in ``names``)."""
     with gzip.open(path, "rt", encoding="utf-8") as f:
         data = json.load(f)
+    unknown = [name for name in names or () if name not in data]
+    if unknown:  # a misspelt name would otherwise run nothing and print nothing
+        raise SystemExit(f"no trace {', '.join(map(repr, unknown))} in {path} (it holds: {', '.join(data)})")
     traces = []
     for name, t in data.items():
         if names and name not in names:

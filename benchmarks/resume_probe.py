@@ -13,21 +13,27 @@ compares them). ``--root`` runs another checkout's code (its tests too).
 
 from __future__ import annotations
 
+import argparse
 import random
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(sys.argv[sys.argv.index("--root") + 1]) if "--root" in sys.argv else Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from scrapy_aopic.engine import AopicEngine  # noqa: E402
-from scrapy_aopic.store import MemoryStore  # noqa: E402
-from scrapy_aopic.store.journal import JournaledStore  # noqa: E402
-from tests.unit.test_discovery_cash import SHARE, _books, _crawl, link  # noqa: E402
-
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1],
+                        help="the checkout whose code (and tests) to run (default: this one)")
+    root = parser.parse_args().root
+    if not (root / "tests/unit/test_discovery_cash.py").is_file():
+        parser.error(f"{root} is not a checkout of scrapy-aopic (no tests/unit/test_discovery_cash.py)")
+    sys.path.insert(0, str(root))  # its package and its tests, imported after the path is set
+
+    from scrapy_aopic.engine import AopicEngine
+    from scrapy_aopic.store import MemoryStore
+    from scrapy_aopic.store.journal import JournaledStore
+    from tests.unit.test_discovery_cash import SHARE, _books, _crawl, link
+
     runs = diverged = 0
     for share in (SHARE, 0.0):
         for roll in (30, 50, 70):
@@ -51,7 +57,7 @@ def main() -> None:
                         diverged += 1
                         print(f"diverged: discovery cash {share}, roll {roll}, seed {seed}")
                     engine.store.close()
-    print(f"{ROOT}: {diverged} of {runs} resumed crawls diverge from the uninterrupted crawl")
+    print(f"{root}: {diverged} of {runs} resumed crawls diverge from the uninterrupted crawl")
 
 
 if __name__ == "__main__":

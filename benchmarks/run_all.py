@@ -21,7 +21,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-#: Where quick runs write their plots (the docs keep the full runs' ones).
+#: Where quick runs write their plots and tables (the docs keep the full runs'
+#: ones: bench_memory, bench_ordering and bench_recrawl write to
+#: docs/_static/bench by default).
 QUICK_OUT = str(Path(tempfile.gettempdir()) / "scrapy-aopic-bench")
 
 #: name -> (script, full arguments, quick arguments)
@@ -39,13 +41,13 @@ BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
     "version-pairs": ("bench_version_pairs.py", [], ["--quick"]),
     "pending-memory": ("bench_pending_memory.py", ["--urls", "1000000"], ["--urls", "100000"]),
     "crawled-memory": ("bench_crawled_memory.py", ["--pages", "100000", "1000000"], ["--pages", "20000"]),
-    "ordering": ("bench_ordering.py", [], ["--quick"]),
+    "ordering": ("bench_ordering.py", [], ["--quick", "--out", QUICK_OUT]),
     "ordering-gap": ("bench_ordering_gap.py", [], ["--graphs", "rust-doc", "--taus", "100"]),
     "redis": ("bench_redis.py", [], ["--runs", "1"]),
     "redis-cluster": ("bench_redis_cluster.py", ["--cycles", "4000", "--rounds", "8"],
                       ["--cycles", "1200", "--rounds", "4", "--memory", "20000"]),
     "redis-script": ("bench_redis_script.py", [], ["--rounds", "1", "--pops", "1000"]),
-    "recrawl": ("bench_recrawl.py", [], ["--no-sweep", "--no-sensitivity"]),
+    "recrawl": ("bench_recrawl.py", [], ["--no-sweep", "--no-sensitivity", "--out", QUICK_OUT]),
 }
 
 
