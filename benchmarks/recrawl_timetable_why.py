@@ -139,6 +139,58 @@ def delays(trace: Trace, fetches: dict, a: float, b: float) -> dict:
     return {"hours": hours, "classes": classes, "days": span / DAY}
 
 
+def local_excess(trace: Trace, fetches: dict, a: float, b: float, width: int = 8) -> float:
+    """What irregular gaps cost over short stretches (seconds a gap): over
+    windows of ``width`` consecutive gaps of a page, ``sum g^2 / 2 sum g``
+    less half the window's mean gap (0 for regular fetches), averaged."""
+    total = n = 0
+    for page in trace.pages:
+        f = [x for x in fetches[page.url] if a <= x < b]
+        g = [y - x for x, y in zip(f, f[1:])]
+        for i in range(0, len(g) - width, width):
+            w = g[i : i + width]
+            total += (sum(x * x for x in w) / (2 * sum(w)) - sum(w) / width / 2) * width
+            n += width
+    return total / max(n, 1)
+
+
+def dither_on_flat(weeks: int = 400, pages: int = 5) -> list[str]:
+    """Main's dither between the two levels around ``k`` (before this
+    branch: a level drawn visit after visit), simulated on a flat day (no
+    rhythm: evenly spaced fetches are best): the mean gap against
+    ``WEEK / k`` and the mean delay of changes at random times against the
+    evenly spaced fetches' ``WEEK / 2k``."""
+    import zlib
+
+    from scrapy_aopic.recrawl.timetable import LEVELS, Timetable
+
+    week = 7 * DAY
+    lines = [f"{'k a week':>9}{'mean gap h':>11}{'WEEK/k':>8}{'delay h':>9}{'even':>7}{'cost h':>8}"]
+    for k in (1.5, 2.5, 3.5, 4.5, 5.3, 6.2, 7.0, 7.5, 8.7, 9.3, 11.0, 13.0, 15.5):
+        gaps_mean = delay = 0.0
+        for p in range(pages):
+            url = f"http://flat.example/p{p}"
+            tables: dict[int, Timetable] = {}
+            period, now, times, visits = week / k, 0.0, [0.0], 0
+            turn = (zlib.crc32(url.encode()) % 7) * DAY
+            while now < weeks * week:
+                j = bisect.bisect_right(LEVELS, k) - 1
+                low, high = LEVELS[j], LEVELS[j + 1]
+                u = (zlib.crc32(url.encode()) / 4294967296.0 + 0.6180339887498949 * visits) % 1.0
+                level = high if u < (1 / low - 1 / k) / (1 / low - 1 / high) else low
+                table = tables.get(level) or tables.setdefault(level, Timetable(place([1.0] * BINS, level)))
+                now = table.next_after(now - turn + max(0.0, period - week)) + turn
+                times.append(now)
+                visits += 1
+            g = [y - x for x, y in zip(times, times[1:])]
+            gaps_mean += sum(g) / len(g) / pages
+            delay += sum(x * x for x in g) / (2 * sum(g)) / pages
+        even = week / (2 * k)
+        lines.append(f"{k:>9.1f}{gaps_mean / HOUR:>11.1f}{period / HOUR:>8.1f}{delay / HOUR:>9.2f}"
+                     f"{even / HOUR:>7.2f}{(delay - even) / HOUR:>+8.2f}")
+    return lines
+
+
 def distinct_hours(times: list[float]) -> list[float]:
     counts = [0.0] * 24
     for t in times:
@@ -225,6 +277,9 @@ def report(trace: Trace, runs: dict, a: float, b: float) -> list[str]:
     for s in sides:
         out.append(_class_line("all", s, totals[s], found[s]["days"]))
     for s in sides:
+        out.append(f"{s}: gaps over windows of 8 consecutive gaps of a page, sum g^2 / 2 sum g - mean / 2: "
+                   f"{local_excess(trace, runs[s][0], a, b) / HOUR:.3f} h a gap")
+    for s in sides:
         _, log = runs[s]
         late = sorted(x for t, x in log["late"] if a <= t < b)
         if late:
@@ -260,7 +315,13 @@ def main(argv=None) -> int:
     parser.add_argument("--fixture", type=Path, default=FIXTURE)
     parser.add_argument("--per-page-per-day", type=float, default=1.0)
     parser.add_argument("--out", type=Path, default=None, help="also append the output here")
+    parser.add_argument("--dither-flat", action="store_true",
+                        help="only simulate main's dither between two levels on a flat day (a few seconds)")
     args = parser.parse_args(argv)
+    if args.dither_flat:
+        print("main's dither between two timetable levels, on a flat day: a page's gaps and its delay")
+        print("\n".join(dither_on_flat()))
+        return 0
     lines = []
     for trace in load(args.fixture, args.trace):
         settings = {"AOPIC_RECRAWL_BUDGET": args.per_page_per_day * len(trace.pages)}

@@ -764,9 +764,10 @@ class RecrawlPlanner:
         # between the two levels around k: consecutive fetches from two
         # timetables of unrelated slots make irregular gaps, which cost
         # delay to first order (a page with gaps g waits sum g^2 / 2 sum g,
-        # not mean g / 2; on a flat profile the dithered gaps' mean also
-        # came out 2-8 % over WEEK / k), while a frequency off the
-        # allocator's optimum costs only to second order.
+        # not mean g / 2; on a flat day the dither also missed WEEK / k by
+        # up to 8 %), while a frequency off the allocator's optimum costs
+        # only to second order (docs/recrawl.rst, "Why the timetables lose
+        # on pip").
         j = bisect_right(LEVELS, k) - 1
         if j < 0:
             level = LEVELS[0]
