@@ -69,9 +69,9 @@ def instrumented_run(trace: Trace, settings: dict) -> tuple[dict, dict]:
         planner = original(s)
         timetable_for, day_profile, on_visit = planner._timetable_for, planner._day_profile, planner.on_visit
 
-        def _timetable_for(url, record, source, shape, period, now):
-            table = timetable_for(url, record, source, shape, period, now)
-            log["plans"][(source, table is not None)] += 1
+        def _timetable_for(*args):  # (url, record,) source, shape, period, now
+            table = timetable_for(*args)
+            log["plans"][(args[-4], table is not None)] += 1
             return table
 
         def _day_profile(name, now):

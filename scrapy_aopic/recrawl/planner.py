@@ -678,7 +678,7 @@ class RecrawlPlanner:
                 self._maybe_rebalance(now)
                 period = 1.0 / self.allocator.frequency(rate, record.weight)
                 table = (
-                    self._timetable_for(url, record, source, shape, period, now)
+                    self._timetable_for(source, shape, period, now)
                     if self.timetable
                     else None
                 )
@@ -746,12 +746,11 @@ class RecrawlPlanner:
     #: profile must move before its timetables are rebuilt
     TIMETABLE_MOVE = 0.05
 
-    def _timetable_for(
-        self, url: str, record: PageRecord, source: str, shape: WeeklyRates, period: float, now: float
-    ) -> Timetable | None:
-        """The weekly timetable of ``record``'s section (profile ``source``,
-        ``shape``) for its budgeted ``period`` (``None``: no profile yet, or
-        more revisits a week than timetables are built for)."""
+    def _timetable_for(self, source: str, shape: WeeklyRates, period: float, now: float) -> Timetable | None:
+        """The weekly timetable of a page of the section of profile
+        ``source`` (``shape``) for its budgeted ``period`` (``None``: no
+        profile yet, or more revisits a week than timetables are built
+        for)."""
         if source == "flat":
             return None  # no rhythm known: nothing to place the revisits by
         k = WEEK / period

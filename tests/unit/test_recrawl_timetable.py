@@ -170,7 +170,9 @@ def test_a_page_between_two_levels_keeps_the_nearest_one(k, level):
     now = MONDAY + 4 * WEEK
     seen = set()
     for visit in range(40):
-        record.visits = visit  # what the dithering drew from
-        table = planner._timetable_for(url, record, source, shape, WEEK / k, now)
+        # main drew the level from the page's visit count: the same page
+        # got the 7 and the 8 timetable at k = 7.4
+        record.visits = visit
+        table = planner._timetable_for(source, shape, WEEK / k, now + visit * DAY)
         seen.add(tuple(table.slots))
     assert [len(s) for s in seen] == [level]
