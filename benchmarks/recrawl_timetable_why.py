@@ -16,6 +16,9 @@ it prints, per side:
   allocation alone gives), ``gaps`` (its actual gaps, changes at random
   times: ``sum g^2 / 2 sum g``, what the irregular gaps add) and ``actual``
   (the real changes against the real fetches: what the timing adds);
+* the same irregularity over short stretches (windows of 8 consecutive
+  gaps of a page), which the page's rate moving over the years does not
+  inflate;
 * **how late** the timetabled fetches come after the time they were
   planned for (the host queue: one host, 60 s a fetch);
 * **the sections' fitted profiles against the truth**: at every refit in
@@ -32,8 +35,10 @@ it prints, per side:
     .venv/bin/python benchmarks/recrawl_timetable_why.py --trace pip-src --trace sphinx-src --trace debian
 
 (about two minutes a trace; ``--fixture benchmarks/data/recrawl_traces_extra.json.gz``
-for docs-cn and govuk-dev-docs). The output of the commands in
-``docs/recrawl.rst``: ``docs/_static/bench/recrawl-timetable-why.txt``.
+for docs-cn and govuk-dev-docs). ``--dither-flat`` only simulates main's
+dither between two timetable levels on a flat day (a few seconds). The
+output of the commands in ``docs/recrawl.rst``:
+``docs/_static/bench/recrawl-timetable-why.txt``.
 """
 
 from __future__ import annotations
