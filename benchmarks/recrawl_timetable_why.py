@@ -2,8 +2,11 @@
 how many each page gets, and what their section's fitted hour-of-day profile
 says against the hours the changes then come at (issue 17).
 
-A diagnostic, not a judgement. One run of main's planner (the waiting rule)
-and one with :setting:`AOPIC_RECRAWL_TIMETABLE`, at one budget, driven as
+A diagnostic, not a judgement. One run of the default planner (``main``:
+the waiting rule) and one with :setting:`AOPIC_RECRAWL_TIMETABLE` (``tt``:
+the timetables of the code it runs with; the docs' figures for main's
+dithered timetables were run from a ``git archive`` of main with
+``PYTHONPATH`` set to it), at one budget, driven as
 ``bench_recrawl_traces.py`` drives them (``run_planner``, no
 ``Last-Modified``). Over the scored years (after the half year of history)
 it prints, per side:
