@@ -678,7 +678,7 @@ class RecrawlPlanner:
                 self._maybe_rebalance(now)
                 period = 1.0 / self.allocator.frequency(rate, record.weight)
                 table = (
-                    self._timetable_for(url, record, source, shape, period, now)
+                    self._timetable_for(source, shape, period, now)
                     if self.timetable
                     else None
                 )
@@ -746,20 +746,27 @@ class RecrawlPlanner:
     #: profile must move before its timetables are rebuilt
     TIMETABLE_MOVE = 0.05
 
-    def _timetable_for(
-        self, url: str, record: PageRecord, source: str, shape: WeeklyRates, period: float, now: float
-    ) -> Timetable | None:
-        """The weekly timetable of ``record``'s section (profile ``source``,
-        ``shape``) for its budgeted ``period`` (``None``: no profile yet, or
-        more revisits a week than timetables are built for)."""
+    def _timetable_for(self, source: str, shape: WeeklyRates, period: float, now: float) -> Timetable | None:
+        """The weekly timetable of a page of the section of profile
+        ``source`` (``shape``) for its budgeted ``period`` (``None``: no
+        profile yet, or more revisits a week than timetables are built
+        for)."""
         if source == "flat":
             return None  # no rhythm known: nothing to place the revisits by
         k = WEEK / period
         if k > LEVELS[-1]:
             return None
-        # Dither between the two levels around k, visit after visit, so the
-        # page's mean frequency stays the budget's (a golden-ratio sequence
-        # from a per-URL phase: deterministic, evenly mixed).
+        # The one level nearest k (in ratio: the page's loss from a
+        # frequency f instead of the budget's f*, its delay plus the
+        # budget's price of its fetches, goes as f*/f + f/f*, the same for
+        # f = 2 f* as for f* / 2), kept visit after visit. Not a dither
+        # between the two levels around k: consecutive fetches from two
+        # timetables of unrelated slots make irregular gaps, which cost
+        # delay to first order (a page with gaps g waits sum g^2 / 2 sum g,
+        # not mean g / 2; on a flat day the dither also missed WEEK / k by
+        # up to 8 %), while a frequency off the allocator's optimum costs
+        # only to second order (docs/recrawl.rst, "Why the timetables lose
+        # on pip").
         j = bisect_right(LEVELS, k) - 1
         if j < 0:
             level = LEVELS[0]
@@ -767,9 +774,7 @@ class RecrawlPlanner:
             level = LEVELS[-1]
         else:
             low, high = LEVELS[j], LEVELS[j + 1]
-            u = (zlib.crc32(url.encode()) / 4294967296.0 + 0.6180339887498949 * record.visits) % 1.0
-            # Intervals are what is drawn: the mean interval must be WEEK / k.
-            level = high if u < (1 / low - 1 / k) / (1 / low - 1 / high) else low
+            level = high if k * k > low * high else low
         entry = self._timetables.get((source, level))
         if entry is None or (entry[0] is not shape and now - entry[1] >= self.timetable_refresh):
             # Placed on the hour-of-day profile (the week's days pooled):

@@ -177,3 +177,29 @@ def test_overdue_queue_matches_a_plain_scan_with_many_pages_per_host():
                 assert live[got][0] == min(due)[0]
                 del live[got]
     assert len(queue) == len(live)
+
+
+@pytest.mark.parametrize("k, level", [(7.4, 7), (7.6, 8), (1.4, 1), (1.5, 2), (10.9, 10), (11.0, 12)])
+def test_a_page_between_two_levels_keeps_the_nearest_one(k, level):
+    # Not dithered visit by visit between the two timetables around k: two
+    # tables of unrelated slots make irregular gaps (a page waits
+    # sum g^2 / 2 sum g), while a frequency off the budget's costs only to
+    # second order. The nearest level in ratio: 7.4 -> 7, 7.6 -> 8
+    # (sqrt(56) = 7.48), 10.9 -> 10, 11 -> 12 (sqrt(120) = 10.95).
+    rates = {f"http://docs.example/guide/p{i}": 1.0 / DAY for i in range(30)}
+    planner = RecrawlPlanner(min_interval=60, max_interval=7 * DAY, budget=30.0,
+                             host_gap=60.0, timetable=True)  # fmt: skip
+    crawl(planner, rates, weeks=4)
+    url = next(iter(rates))
+    record = planner.pages[url]
+    source, shape = planner.shape_of(record)
+    assert source != "flat"  # the section's profile is learnt: timetables are used
+    now = MONDAY + 4 * WEEK
+    seen = set()
+    for visit in range(40):
+        # main drew the level from the page's visit count: the same page
+        # got the 7 and the 8 timetable at k = 7.4
+        record.visits = visit
+        table = planner._timetable_for(source, shape, WEEK / k, now + visit * DAY)
+        seen.add(tuple(table.slots))
+    assert [len(s) for s in seen] == [level]
