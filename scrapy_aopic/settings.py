@@ -679,35 +679,32 @@ define("AOPIC_RECRAWL_TIMETABLE", True, "recrawl", """
     when: the fetch times that minimise the expected delay of changes
     arriving at the section's hour-of-day profile, just after its busy
     hours (one timetable per section and number of revisits a week, rebuilt
-    at most daily, when the profile has moved; each page's turned by whole
-    days of its own, so a host's weekly pages do not all come on one day).
-    The hour-of-day profile is fitted by maximum likelihood on every
+    at most daily, when the profile has moved; a page keeps the timetable
+    of the level nearest its budgeted frequency; each page's turned by
+    whole days of its own, so a host's weekly pages do not all come on one
+    day). The hour-of-day profile is fitted by maximum likelihood on every
     revisit interval of the section (``DayProfile``), so it keeps learning
     the hour while revisits come a day apart. The profiles then forget with
     at least ``AOPIC_RECRAWL_CHANGE_WINDOW`` rather than
     ``AOPIC_RECRAWL_PROFILE_WINDOW`` (content changes are rare). Sections
     without a profile yet, and pages with more than 84 revisits a week, are
     placed by the waiting rule instead. Without a budget it does nothing.
-    On by default: judged over five budgets on 13 real change traces by
-    two targets per trace (mean delay at most 0.75x the best fixed
-    interval's, freshness at least the true-rate oracle's), it meets 12
-    where the waiting rule meets 8 and misses none the waiting rule meets
-    (``docs/recrawl.rst``, "The weekly timetables on by default"). Sites
-    edited in working hours gain most: the GOV.UK developer docs 10.84 ->
-    7.56 h (0.935x -> 0.670x the best fixed interval), TiDB Operator 7.90
-    -> 5.95 h; freshness is above the true-rate oracle's beyond noise on the Sphinx
-    sources, Debian and the PEPs, where the waiting rule missed it or could
-    not tell (and on the packaging guide, as with the waiting rule), and
-    the mean delay is shorter on the Sphinx sources (9.86 -> 8.81 h) and
-    Debian (8.74 -> 8.15 h). What it costs: on the pip sources the mean
-    delay is 0.28 h longer (8.47 -> 8.75 h) and freshness further below
-    the oracle's (-0.00017 -> -0.00029); on the Chinese TiDB docs
-    (docs-cn) freshness is lower but still above the oracle's (+0.00060 ->
-    +0.00039); the planner keeps an hour-of-day profile per section and
-    host, and costs a little more per visit (``docs/recrawl.rst``, "Cost
-    and memory"). ``False`` switches it off: every revisit placed by the
-    waiting rule (where the expected waiting equals a periodic revisit's
-    at the budgeted frequency), as before.""")
+    On by default: over five budgets on 13 real change traces, against the
+    waiting rule, two targets per trace (mean delay at most 0.75x the best
+    fixed interval's, freshness at least the true-rate oracle's): met 10
+    and missed 8 of the 26, against 8 and 13 (``docs/recrawl.rst``, "The
+    weekly timetables on by default"). Sites edited in working hours gain
+    most: mean delay on the GOV.UK developer docs 10.84 -> 7.58 h, TiDB
+    Operator 7.90 -> 5.78 h, the Sphinx sources 9.86 -> 8.49 h, Debian
+    8.74 -> 7.93 h, each fresher too. What it costs: the Chinese TiDB docs
+    (docs-cn, 874 pages on one host) are staler, still above the oracle's
+    freshness (+0.00060 -> +0.00043: timetabled pages fall due together
+    and the host queue makes them late); the pip sources are level (8.47
+    -> 8.45 h); the planner keeps an hour-of-day profile per section and
+    host (about 2.2 KB a page more) and costs about 1.1x per visit
+    (``docs/recrawl.rst``, "Cost and memory"). ``False`` switches it off:
+    every revisit placed by the waiting rule (where the expected waiting
+    equals a periodic revisit's at the budgeted frequency), as before.""")
 define("AOPIC_RECRAWL_EXPLORE", 0.0, "recrawl", """
     With ``AOPIC_RECRAWL_TIMETABLE``: the share (0 to 1) of revisits moved
     off the timetable, by up to half its shortest gap either way (+-12 h on
@@ -716,7 +713,8 @@ define("AOPIC_RECRAWL_EXPLORE", 0.0, "recrawl", """
     kept: the move is symmetric and the next revisit is back on the
     timetable. Counted in ``aopic/recrawl/explored``. ``0`` (the default):
     on the real traces 0.1 lengthened the mean delay on three of five (the
-    timetables' own late and dithered revisits already vary the hours
+    timetables' own late revisits, and when this was measured their
+    dither between two levels, since dropped, already vary the hours
     enough for the fitted profile; ``docs/recrawl.rst``).""")
 define("AOPIC_RECRAWL_BURST", False, "recrawl", """
     Needs a budget (``AOPIC_RECRAWL_BUDGET`` or ``_BUDGET_SHARE``; an error
