@@ -12,8 +12,12 @@ signature in the three fingerprint modes (fingerprint, sketch, word
 characters) and the index's answer for each page before it is added (the
 middleware's defaults: distance 3, far distance 4, confirmations 0.55 and
 0.8); then the same signatures of ``--random`` random texts (words, digits,
-punctuation, non-BMP characters). It prints a digest per tree and part for
-each checkout and whether they are equal: a speed-up must change none.
+punctuation, non-BMP characters) and of ``--random`` texts of ASCII words
+between separators beyond ASCII (no-break spaces, dashes, lone surrogates,
+emoji), some with one word beyond ASCII (accented, Greek, Cyrillic, CJK,
+astral, non-ASCII digits), digit-heavy, empty or upper-cased. It prints a
+digest per tree and part for each checkout and whether they are equal: a
+speed-up must change none.
 """
 
 from __future__ import annotations
@@ -79,6 +83,27 @@ def results(roots: list[str], random_texts: int) -> dict:
             text = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(0, 1500)))
         signatures(digest, text)
     digests[f"{random_texts} random texts: signatures"] = digest.hexdigest()[:16]
+    # Shapes the ASCII path and its fall-back must agree on: ASCII words
+    # between non-ASCII separators, one non-ASCII word or digit among them
+    # (Latin, Cyrillic, CJK, astral, Arabic-Indic and full-width digits),
+    # digit-heavy, empty and separator-only texts, lone surrogates, long.
+    separators = [" ", "\xa0", " – ", "’", "\u2003", "\x00", "\ud800", "«»", "\U0001f600", "\u200b", ".\n"]
+    others = ["café", "ǅungla", "ΣΟΦΙΑ", "русский", "中文字", "𝔘𝔫𝔦", "٣٤٥", "１２３", "x٣", "߀߁", "ａｂｃ", "ß", "İi"]
+    words = [w for w in vocabulary if w.strip()] + ["2024", "07", "a1", "_", "__init__", "x_1", "1_000"]
+    digest = hashlib.sha256()
+    for n in range(random_texts):
+        count = rng.choice([0, 1, 2, 5, 50, 400, 3000])
+        parts = []
+        for _ in range(count):
+            parts.append(rng.choice(words) if rng.random() < 0.8 else str(rng.randint(0, 10**rng.randint(1, 9))))
+            parts.append(rng.choice(separators) if rng.random() < 0.3 else " ")
+        if n % 3 == 0 and parts:  # one word beyond ASCII: the code-point path
+            parts.insert(rng.randrange(len(parts)), rng.choice(others))
+        text = "".join(parts)
+        if n % 7 == 0:
+            text = text.upper()
+        signatures(digest, text)
+    digests[f"{random_texts} ASCII-word texts with other separators: signatures"] = digest.hexdigest()[:16]
     return digests
 
 
