@@ -270,6 +270,14 @@ class Salvaged:
         #: the record count of the trailer, if it was read
         self.expected: int | None = None
 
+    def lose(self, damage: str, value: Any) -> None:
+        """A line that held, or may have held, an account, not kept:
+        ``damage`` says where and why; its URL is kept if it names one."""
+        self.damage.append(damage)
+        self.lost += 1
+        if isinstance(value, list) and value and isinstance(value[0], str):
+            self.lost_urls.append(value[0])
+
 
 def salvage_snapshot(path: Path) -> Salvaged:
     """Every account record of a damaged snapshot that reads back and
@@ -311,10 +319,7 @@ def salvage_snapshot(path: Path) -> Salvaged:
                     raise ValueError(error)
                 out.records.append(check_record(value))
             except ValueError as exc:
-                out.damage.append(f"line {number}: {exc}")
-                out.lost += 1
-                if isinstance(value, list) and value and isinstance(value[0], str):
-                    out.lost_urls.append(value[0])
+                out.lose(f"line {number}: {exc}", value)
     if out.expected is not None:
         # The trailer counts the records written: lines lost whole (a cut)
         # are counted by it; more lines than it counts were added.
@@ -704,10 +709,7 @@ class JournaledStore(FrontierStore):
                 try:
                     read.records.append(check_record(record))
                 except ValueError as exc:
-                    read.damage.append(f"line {number}: {exc}")
-                    read.lost += 1
-                    if record and isinstance(record[0], str):
-                        read.lost_urls.append(record[0])
+                    read.lose(f"line {number}: {exc}", record)
         if read.header is None and not read.records:
             return None  # nothing of the snapshot: start afresh, the files set aside
         records = _unique(read)
@@ -1007,9 +1009,7 @@ def _unique(read: Salvaged) -> list[list]:
     kept = []
     for record in read.records:
         if record[0] in urls or record[7] in seqs:
-            read.damage.append(f"{record[0]}: a second record of the same URL or sequence number")
-            read.lost += 1
-            read.lost_urls.append(record[0])
+            read.lose(f"{record[0]}: a second record of the same URL or sequence number", record)
             continue
         urls.add(record[0])
         seqs.add(record[7])
@@ -1056,7 +1056,7 @@ def _settled(header: dict, records: list[list], exact: dict | None) -> tuple[dic
         dividend = checked_amount(exact["dividend"], "dividend")
         if dividend < low:
             raise ValueError(f"dividend {dividend!r} below {low}")
-        marks = [mark if type(mark) in (int, float) and low <= mark <= dividend else None
+        marks = [mark if type(mark) in _NUMBERS and low <= mark <= dividend else None
                  for mark in exact["marks"]]
     except (TypeError, KeyError, ValueError):
         dividend, marks = None, []

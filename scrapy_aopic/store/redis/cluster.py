@@ -782,9 +782,8 @@ class RedisClusterStore(FrontierStore):
         done = []
         for member in members:
             if len(member) < _OUTBOX_HEAD.size:  # not written by this store, and names no shard
-                self.shards[index].corrupt_seen += 1
                 what = f"outbox entry of shard {index} = {member[:16]!r}"
-                self.shards[index]._name_corrupt(what, what)
+                self.shards[index]._skip_corrupt(what, what)
                 logger.warning("aopic: an entry of shard %d's outbox is unreadable (%r); removed", index, member[:16])
                 done.append(member)
                 continue

@@ -363,9 +363,8 @@ class RedisStore(SharedSeeds, FrontierStore):
         script skipped (listed after the result) are logged and counted
         (:attr:`corrupt_seen`)."""
         size = head or 1
-        self.corrupt_seen += len(reply) - size
         for what in reply[size:]:
-            self._name_corrupt(text(what), text(what))
+            self._skip_corrupt(text(what), text(what))
             logger.warning(
                 "aopic: frontier data in Redis not written by this store: %s; skipped "
                 "(aopic/redis_corrupt; a pending URL's cash goes to lambda)",
@@ -373,7 +372,11 @@ class RedisStore(SharedSeeds, FrontierStore):
             )
         return reply[:size] if head else reply[0]
 
-    def _name_corrupt(self, key: str, what: str, replace: bool = False) -> None:
+    def _skip_corrupt(self, key: str, what: str, replace: bool = False) -> None:
+        """One record not written by this store, skipped: counted in
+        :attr:`corrupt_seen` and named by ``key`` in :attr:`corrupt_named`
+        (the caller logs it)."""
+        self.corrupt_seen += 1
         # (bounded: a frontier full of foreign data must not fill a worker's
         # memory; a record the script named by its URL is named with its
         # bytes when read here)
@@ -484,8 +487,7 @@ class RedisStore(SharedSeeds, FrontierStore):
         if state is None or state > ALIAS or not (
             0 <= cash < math.inf and 0 <= mark < math.inf and 0 <= history < math.inf
         ):
-            self.corrupt_seen += 1
-            self._name_corrupt(url, f"account record of {url} = {raw[:24]!r}", replace=True)
+            self._skip_corrupt(url, f"account record of {url} = {raw[:24]!r}", replace=True)
             logger.warning("aopic: unreadable account record for %s in Redis; skipped", url)
             return None
         if state == PENDING or (self._all_flag == "1" and state in (LEASED, CRAWLED)):

@@ -479,8 +479,8 @@ local function close_lease(url, id)
   end
   local ok, lid, cash, _, before_cash, before_mark, before_dividend, before_flight =
     pcall(struct.unpack, LEASE_REC, raw)
-  -- (cash - cash ~= 0: nan or +-inf)
-  if not ok or #raw ~= LEASE_SIZE or cash - cash ~= 0 or cash < 0 or lid - lid ~= 0 then
+  -- (lid - lid ~= 0: nan or +-inf)
+  if not ok or #raw ~= LEASE_SIZE or bad_number(cash) or lid - lid ~= 0 then
     corrupt('lease ' .. url)
     redis.call('HDEL', K_LEASE, url)
     redis.call('ZREM', K_LDL, url)
@@ -865,7 +865,7 @@ end
 local function entry_ok(parts)
   for j = 5, #parts, 5 do
     local amount = tonumber(parts[j])
-    if not amount or amount - amount ~= 0 or amount < 0 then return false end
+    if bad_number(amount) then return false end
   end
   return true
 end
@@ -1135,7 +1135,7 @@ if OP == 'recount' then
       local st, _, c, mark
       if #raw >= REC_SIZE then st, _, c, mark = struct.unpack('<BBdd', raw) end
       -- a record the ops would refuse (see load) is named, not summed
-      if not st or st > ALIAS or c - c ~= 0 or mark - mark ~= 0 or c < 0 or mark < 0 or mark > T.dividend then
+      if not st or st > ALIAS or bad_number(c) or bad_number(mark) or mark > T.dividend then
         corrupt(items[i])
       else
         if (ALL and (st == PENDING or st == LEASED or st == CRAWLED)) or st == PENDING then
@@ -1155,7 +1155,7 @@ if OP == 'recount' then
     for i = 1, #items, 2 do
       local _, c
       if #items[i + 1] == LEASE_SIZE then _, c = struct.unpack(LEASE_REC, items[i + 1]) end
-      if not c or c - c ~= 0 or c < 0 then corrupt('lease ' .. items[i]) else flight(c) end
+      if bad_number(c) then corrupt('lease ' .. items[i]) else flight(c) end
     end
   until cursor == '0'
   -- the counts the ops keep against the records: a state or a count
