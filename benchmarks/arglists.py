@@ -10,6 +10,7 @@ quote with the script's own parser, then checks the quoted values too.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -70,3 +71,19 @@ def setting(short_prefix: str | None = None) -> Callable[[str], str]:
         return text
 
     return parse
+
+
+def settings_of(items: list[str], short_prefix: str | None = None) -> dict:
+    """The ``NAME=VALUE`` items of :func:`setting` as a settings dict, each
+    VALUE read as JSON if it parses (``true``, ``3``, ``[1, 2]``), else kept
+    as a string; ``short_prefix`` as there."""
+    settings = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        if short_prefix and not key.startswith("AOPIC_"):
+            key = short_prefix + key
+        try:
+            settings[key] = json.loads(value)
+        except ValueError:
+            settings[key] = value
+    return settings

@@ -62,7 +62,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 # that one-off (~0.1-0.2 s a process, 5 % of a short trace's total) stays out
 # of the per-visit figure.
 import numpy  # noqa: E402, F401
-from arglists import setting  # noqa: E402
+from arglists import setting, settings_of  # noqa: E402
 from scrapy.settings import Settings  # noqa: E402
 
 from recrawl_traces import YEAR, Trace, load  # noqa: E402
@@ -391,14 +391,8 @@ def main(argv=None) -> int:
         settings = {"AOPIC_RECRAWL_BUDGET": budget, "AOPIC_RECRAWL_BURST": args.burst}
         if args.timetable is not None:
             settings["AOPIC_RECRAWL_TIMETABLE"] = args.timetable
-        for item in args.set:
-            key, _, value = item.partition("=")
-            if not key.startswith("AOPIC_"):
-                key = "AOPIC_RECRAWL_" + key  # CHANGE_WINDOW=... for AOPIC_RECRAWL_CHANGE_WINDOW=...
-            try:
-                settings[key] = json.loads(value)
-            except ValueError:
-                settings[key] = value
+        # (CHANGE_WINDOW=... for AOPIC_RECRAWL_CHANGE_WINDOW=...)
+        settings.update(settings_of(args.set, "AOPIC_RECRAWL_"))
         runs = (("planner", False),) + ((() if args.no_last_modified else (("planner +Last-Modified", True),)))
         for name, lm in runs:
             fetches, us, visits = run_planner(trace, settings, lm)

@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from arglists import setting  # noqa: E402
+from arglists import setting, settings_of  # noqa: E402
 from bench_recrawl_traces import DAY, HOUR, WARMUP, run_planner  # noqa: E402
 from recrawl_traces import load  # noqa: E402
 
@@ -48,13 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=setting(),
                         help="one more setting (VALUE read as JSON if it parses)")
     args = parser.parse_args(argv)
-    extra = {}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        try:
-            extra[key] = json.loads(value)
-        except ValueError:
-            extra[key] = value
+    extra = settings_of(args.set)
     for trace in load(names=args.traces or None):
         settings = {"AOPIC_RECRAWL_BUDGET": float(len(trace.pages)) * args.budget_factor, **extra}
         fetches, _, _ = run_planner(trace, settings, False)

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from arglists import setting  # noqa: E402
+from arglists import setting, settings_of  # noqa: E402
 import bench_recrawl_traces as bench  # noqa: E402
 from recrawl_traces import YEAR, Trace, load  # noqa: E402
 
@@ -52,12 +51,7 @@ def main(argv=None) -> int:
     a, b = trace.start + bench.WARMUP, trace.end
     n = len(trace.pages)
     settings = {"AOPIC_RECRAWL_BUDGET": float(n) * args.budget_factor}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        try:
-            settings[key] = json.loads(value)
-        except ValueError:
-            settings[key] = value
+    settings.update(settings_of(args.set))
     rates = bench.true_rates(trace)
     truth = {page.url: rate for page, rate in zip(trace.pages, rates)}
     mean_rate = sum(rates) / n
