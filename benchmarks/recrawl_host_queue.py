@@ -20,11 +20,11 @@ scored years (after the half year of history) it prints:
 
     .venv/bin/python benchmarks/recrawl_host_queue.py --fixture benchmarks/data/recrawl_traces_extra.json.gz \\
         --trace docs-cn --trace govuk-dev-docs
-    .venv/bin/python benchmarks/recrawl_host_queue.py --trace debian --trace pip-src
+    .venv/bin/python benchmarks/recrawl_host_queue.py --trace debian
+    # the same three with --set LIKELY_FIRST=true
 
-(about a minute a trace, Debian three; ``--set HOST_QUEUE=...`` for
-another setting.) The output of these commands in ``docs/recrawl.rst``:
-``docs/_static/bench/recrawl-host-queue.txt``.
+(about a minute a trace, Debian three.) The output of these commands, in
+that order, appended: ``docs/_static/bench/recrawl-host-queue.txt``.
 """
 
 from __future__ import annotations
