@@ -114,6 +114,7 @@ def planner_from_settings(settings) -> RecrawlPlanner:
         host_gap=_host_gap(settings),
         timetable=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_TIMETABLE"),
         explore=aopic_settings.get_float(settings, "AOPIC_RECRAWL_EXPLORE"),
+        likely_first=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_LIKELY_FIRST"),
         burst=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_BURST"),
         burst_window=aopic_settings.get_float(settings, "AOPIC_RECRAWL_BURST_WINDOW"),
         forest_retrain=aopic_settings.get_float(settings, "AOPIC_RECRAWL_FOREST_RETRAIN"),
@@ -296,7 +297,7 @@ class RecrawlHook:
             host = record.host or ""
             if store.repend(Link(url, host, 0)):
                 queued += 1
-                self.overdue.push(url, host, record.deadline or now)
+                self.overdue.push(url, host, self.planner.queue_key(record, now))
                 continue
             view = store.get(url)
             if view is None or view.state in (ALIAS, REFUSED):

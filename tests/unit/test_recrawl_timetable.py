@@ -203,3 +203,75 @@ def test_a_page_between_two_levels_keeps_the_nearest_one(k, level):
         table = planner._timetable_for(source, shape, WEEK / k, now + visit * DAY)
         seen.add(tuple(table.slots))
     assert [len(s) for s in seen] == [level]
+
+
+class _Store:
+    """The least of a frontier store the hook uses: every page can be
+    re-pended and taken."""
+
+    def __init__(self):
+        self.pending = set()
+
+    def repend(self, link):
+        self.pending.add(link.url)
+        return True
+
+    def take(self, url):
+        from scrapy_aopic.store.base import Lease
+
+        if url not in self.pending:
+            return None
+        self.pending.discard(url)
+        return Lease(url, 0, 1.0, "docs.example", 0, None, 0.0, None, 1)
+
+    def get(self, url):
+        return None
+
+    def iter_accounts(self):
+        return iter(())
+
+
+def _queued_order(likely_first, tmp_path=None):
+    """A host's pages all due at one instant: the order the hook leases
+    them in. Pages ``p0``-``p8`` never changed in their history, ``p9``
+    (last by URL, so last by a plain deadline order) changed at every
+    visit; with ``tmp_path`` the state goes through a JOBDIR save and load
+    before the release."""
+    from scrapy_aopic.recrawl.hook import RecrawlHook
+
+    def planner():
+        return RecrawlPlanner(min_interval=60, max_interval=7 * DAY, budget=10.0, host_gap=60.0,
+                              timetable=True, likely_first=likely_first)  # fmt: skip
+
+    now = [MONDAY]
+    hook = RecrawlHook(None, planner(), clock=lambda: now[0])
+    urls = [f"http://docs.example/guide/p{i}" for i in range(10)]
+    for day in range(30):
+        for url in urls:
+            hook.record_visit(url, "docs.example", changed=url.endswith("p9") if day else None,
+                              now=MONDAY + day * DAY)  # fmt: skip
+    slot = MONDAY + 31 * DAY
+    for url in urls:
+        record = hook.planner.pages[url]
+        hook.planner._set_due(url, record, slot, slot)
+    if tmp_path is not None:
+        hook.save_state(tmp_path / "s.json")
+        hook = RecrawlHook(None, planner(), clock=lambda: now[0])
+        hook.load_state(tmp_path / "s.json")
+    now[0] = slot + 1
+    store = _Store()
+    leased = []
+    while (lease := hook.next_lease(store, lambda host: True)) is not None:
+        leased.append(lease.url.rsplit("/", 1)[1])
+    return leased
+
+
+def test_the_host_queue_serves_the_page_most_likely_changed_first(tmp_path):
+    # Ten pages of one host fall due at one timetable slot; the host fetches
+    # one a host gap, so the last waits nine gaps. With likely_first the
+    # page that changes at every visit goes first, not last by its URL.
+    assert _queued_order(False) == [f"p{i}" for i in range(10)]
+    assert _queued_order(True)[0] == "p9"
+    # The order comes from the page's saved fields (rate, planned interval,
+    # deadline): it is the same after a JOBDIR save and load.
+    assert _queued_order(True, tmp_path) == _queued_order(True)
