@@ -155,13 +155,21 @@ class TraceStore:
 
 
 def run_planner(
-    trace: Trace, settings: dict, last_modified: bool, timer=time.thread_time, keep: list | None = None
+    trace: Trace,
+    settings: dict,
+    last_modified: bool,
+    timer=time.thread_time,
+    keep: list | None = None,
+    instrument=None,
 ) -> tuple[dict, float, int]:
     """Fetch times per page, µs per visit in hook + planner (measured with
     ``timer``: by default the CPU time of this thread), visits. ``keep``:
     the planner and hook are appended to it (alive after the run, for
-    ``bench_recrawl_cost.py --memory``)."""
+    ``bench_recrawl_cost.py --memory``). ``instrument``: called with the
+    planner before the run, to wrap the methods a diagnostic records."""
     planner = planner_from_settings(Settings({"AOPIC_RECRAWL": True, **settings}))
+    if instrument is not None:
+        instrument(planner)
     clock = [trace.start]
     # Stats and state saving run once a simulated day (not the planner's cost).
     hook = RecrawlHook(None, planner, clock=lambda: clock[0], state_interval=DAY)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import json
 import math
 import statistics
 import sys
@@ -39,6 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_recrawl_traces as brt  # noqa: E402
+from arglists import setting, settings_of  # noqa: E402
 from recrawl_traces import FIXTURE, YEAR, Trace, load  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,10 +52,8 @@ def instrumented_run(trace: Trace, settings: dict) -> tuple[dict, dict]:
     ``(fetches, planned)``, ``planned[url]`` a list parallel to the page's
     revisits (its fetches after the first crawl)."""
     planned: dict[str, list[float]] = {p.url: [] for p in trace.pages}
-    original = brt.planner_from_settings
 
-    def make(s):
-        planner = original(s)
+    def instrument(planner):
         on_visit = planner.on_visit
 
         def _on_visit(url, host, now, **kw):
@@ -65,13 +63,8 @@ def instrumented_run(trace: Trace, settings: dict) -> tuple[dict, dict]:
             return on_visit(url, host, now, **kw)
 
         planner.on_visit = _on_visit
-        return planner
 
-    brt.planner_from_settings = make
-    try:
-        fetches, _, _ = brt.run_planner(trace, settings, last_modified=False)
-    finally:
-        brt.planner_from_settings = original
+    fetches, _, _ = brt.run_planner(trace, settings, last_modified=False, instrument=instrument)
     return fetches, planned
 
 
@@ -129,19 +122,12 @@ def main(argv=None) -> int:
     parser.add_argument("--trace", action="append", help="trace names (default: all of the file)")
     parser.add_argument("--fixture", type=Path, default=FIXTURE)
     parser.add_argument("--per-page-per-day", type=float, default=1.0)
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=setting("AOPIC_RECRAWL_"),
                         help="one more setting (VALUE read as JSON if it parses; NAME without AOPIC_ "
                              "is read as AOPIC_RECRAWL_NAME)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=OUT, help="appended to")
     args = parser.parse_args(argv)
-    extra = {}
-    for item in args.set:
-        key, _, value = item.partition("=")
-        key = key if key.startswith("AOPIC_") else "AOPIC_RECRAWL_" + key
-        try:
-            extra[key] = json.loads(value)
-        except ValueError:
-            extra[key] = value
+    extra = settings_of(args.set, "AOPIC_RECRAWL_")
     lines = [f"default planner{''.join(f', {k} = {v!r}' for k, v in extra.items())}, "
              f"budget {args.per_page_per_day} revisits a day per page, host gap {brt.HOST_GAP:g} s"]  # fmt: skip
     for trace in load(args.fixture, args.trace):

@@ -61,10 +61,8 @@ def main(argv=None) -> int:
     # with, and its true changes in the change window before (the most an
     # estimator forgetting with that window can know).
     planned: dict[str, list[float]] = {page.url: [0.0, 0.0, 0] for page in trace.pages}
-    make = bench.planner_from_settings
 
-    def patched(s):
-        planner = make(s)
+    def instrument(planner):
         url_of: dict[int, str] = {}
         own = planner.page_rate
 
@@ -86,10 +84,8 @@ def main(argv=None) -> int:
             planner.prior_rate = lambda record, now: mean_rate
         if args.flat:
             planner.shape_of = lambda record: ("flat", _FLAT)
-        return planner
 
-    bench.planner_from_settings = patched
-    fetches, _, _ = bench.run_planner(trace, settings, False)
+    fetches, _, _ = bench.run_planner(trace, settings, False, instrument=instrument)
 
     def per_page(fx):
         out = []

@@ -71,10 +71,8 @@ def instrumented_run(trace: Trace, settings: dict) -> tuple[dict, dict]:
     """``run_planner`` with the planner's timetable choices, its profile
     fits and each fetch's lateness recorded."""
     log = {"plans": Counter(), "fits": [], "late": []}
-    original = brt.planner_from_settings
 
-    def make(s):
-        planner = original(s)
+    def instrument(planner):
         timetable_for, day_profile, on_visit = planner._timetable_for, planner._day_profile, planner.on_visit
 
         def _timetable_for(*args):  # (url, record,) source, shape, period, now
@@ -96,13 +94,8 @@ def instrumented_run(trace: Trace, settings: dict) -> tuple[dict, dict]:
             return on_visit(url, host, now, **kw)
 
         planner._timetable_for, planner._day_profile, planner.on_visit = _timetable_for, _day_profile, _on_visit
-        return planner
 
-    brt.planner_from_settings = make
-    try:
-        fetches, _, _ = brt.run_planner(trace, settings, last_modified=False)
-    finally:
-        brt.planner_from_settings = original
+    fetches, _, _ = brt.run_planner(trace, settings, last_modified=False, instrument=instrument)
     return fetches, log
 
 
