@@ -889,7 +889,8 @@ class RecrawlPlanner:
         deadline = record.deadline or now
         if not self.likely_first or self.allocator is None or record.rate <= 0 or not record.interval:
             return deadline
-        return deadline - DAY * math.log(max(record.rate * record.interval, self.QUEUE_MIN_CHANGES) / self.QUEUE_MIN_CHANGES)
+        expected = max(record.rate * record.interval, self.QUEUE_MIN_CHANGES)
+        return deadline - DAY * math.log(expected / self.QUEUE_MIN_CHANGES)
 
     def _set_due(self, url: str, record: PageRecord, due: float, deadline: float) -> float:
         record.due = due
