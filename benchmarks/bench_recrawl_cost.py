@@ -20,6 +20,7 @@ digests mean the two checkouts made exactly the same decisions.
     .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main --burst  # bursts on here
     .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main --burst both  # on both sides
     .venv/bin/python benchmarks/bench_recrawl_cost.py --memory --trace debian --years 0.8  # bytes per page
+    .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main --set COCHANGE=true  # here only
 
 Without ``--timetable`` / ``--no-timetable`` each side runs with its own
 default ``AOPIC_RECRAWL_TIMETABLE`` (on since issue 17's judgement; a
@@ -42,12 +43,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from arglists import setting
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def worker(
     root: str, trace_name: str, years: float, last_modified: bool, timetable: bool | None = None,
-    burst: bool = False, memory: bool = False,
+    burst: bool = False, memory: bool = False, extra: list[str] | None = None,
 ) -> dict:
     # scrapy_aopic from ``root``; the trace tools from this checkout's
     # benchmarks (imported after, so their sys.path edit cannot shadow it).
@@ -71,6 +74,9 @@ def worker(
         settings["AOPIC_RECRAWL_TIMETABLE"] = timetable
     if burst:
         settings["AOPIC_RECRAWL_BURST"] = True
+    from arglists import settings_of
+
+    settings.update(settings_of(extra or [], "AOPIC_RECRAWL_"))
     if memory:
         import gc
         import tracemalloc
@@ -111,11 +117,14 @@ def main(argv=None) -> int:
     parser.add_argument("--burst", nargs="?", const="this", choices=("this", "both"),
                         help="AOPIC_RECRAWL_BURST = True on this side only (or on both)")
     parser.add_argument("--memory", action="store_true", help="this checkout once, bytes held per page")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=setting("AOPIC_RECRAWL_"),
+                        help="one more setting, on this side only (NAME without AOPIC_ is read as "
+                             "AOPIC_RECRAWL_NAME)")  # fmt: skip
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker or args.memory:
         out = worker(args.worker or str(ROOT), args.trace, args.years, args.last_modified, args.timetable,
-                     bool(args.burst), args.memory)  # fmt: skip
+                     bool(args.burst), args.memory, args.set)  # fmt: skip
         if args.worker:
             print(json.dumps(out))
         else:
@@ -133,7 +142,8 @@ def main(argv=None) -> int:
             cmd = [sys.executable, __file__, "--worker", sides[name], "--trace", args.trace,
                    "--years", str(args.years)] + (["--last-modified"] if args.last_modified else []) + (
                 {None: [], True: ["--timetable"], False: ["--no-timetable"]}[args.timetable]) + (
-                ["--burst"] if args.burst == "both" or (args.burst and name == "this") else [])  # fmt: skip
+                ["--burst"] if args.burst == "both" or (args.burst and name == "this") else []) + (
+                [f"--set={item}" for item in args.set] if name == "this" else [])  # fmt: skip
             out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
             results[name].append(out)
             print(f"  run {rep + 1} {name:<6} {out['us']:7.1f} µs/visit  {out['visits']} visits  "

@@ -90,6 +90,8 @@ def planner_from_settings(settings) -> RecrawlPlanner:
     """
     get = aopic_settings.get
     model = get(settings, "AOPIC_RECRAWL_MODEL")
+    budget = aopic_settings.get_optional_float(settings, "AOPIC_RECRAWL_BUDGET")
+    budget_share = aopic_settings.get_optional_float(settings, "AOPIC_RECRAWL_BUDGET_SHARE")
     if model == "forest":
         from .forest import INSTALL_HINT, forest_available
 
@@ -109,14 +111,17 @@ def planner_from_settings(settings) -> RecrawlPlanner:
         key_min_events=aopic_settings.get_float(settings, "AOPIC_RECRAWL_KEY_MIN_EVENTS"),
         change_weight=aopic_settings.get_float(settings, "AOPIC_RECRAWL_CHANGE_WEIGHT"),
         change_window=aopic_settings.get_float(settings, "AOPIC_RECRAWL_CHANGE_WINDOW"),
-        budget=aopic_settings.get_optional_float(settings, "AOPIC_RECRAWL_BUDGET"),
-        budget_share=aopic_settings.get_optional_float(settings, "AOPIC_RECRAWL_BUDGET_SHARE"),
+        budget=budget,
+        budget_share=budget_share,
         host_gap=_host_gap(settings),
         timetable=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_TIMETABLE"),
         explore=aopic_settings.get_float(settings, "AOPIC_RECRAWL_EXPLORE"),
         likely_first=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_LIKELY_FIRST"),
         burst=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_BURST"),
         burst_window=aopic_settings.get_float(settings, "AOPIC_RECRAWL_BURST_WINDOW"),
+        # Judged with a budget only (docs/recrawl.rst); from_crawler says so.
+        cochange=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_COCHANGE")
+        and (budget is not None or budget_share is not None),
         forest_retrain=aopic_settings.get_float(settings, "AOPIC_RECRAWL_FOREST_RETRAIN"),
     )
 
@@ -225,6 +230,10 @@ class RecrawlHook:
                 validator_max_bytes=_bound(settings, "AOPIC_RECRAWL_VALIDATOR_MAX_BYTES"),
             )
             _hooks[crawler] = hook
+            if hook.planner.cochange is None and aopic_settings.get_bool(settings, "AOPIC_RECRAWL_COCHANGE"):
+                logger.info("aopic: co-change hints (AOPIC_RECRAWL_COCHANGE) need a revisit budget "
+                            "(AOPIC_RECRAWL_BUDGET or AOPIC_RECRAWL_BUDGET_SHARE): off for this crawl")
+                hook._set("aopic/recrawl/cochange_off", 1)
         return hook
 
     # -- stats ----------------------------------------------------------------------
@@ -252,6 +261,10 @@ class RecrawlHook:
         if p.burst_model is not None:
             self._set("aopic/recrawl/hot_revisits", p.burst_model.hot_intervals)
             self._set("aopic/recrawl/hot_changes", p.burst_model.hot_changes)
+        if p.cochange is not None:
+            self._set("aopic/recrawl/cochange_hints", p.hints)
+            self._set("aopic/recrawl/cochange_hints_changed", p.hints_changed)
+            self._set("aopic/recrawl/cochange_hints_skipped", p.hints_skipped)
         if not top_hubs:
             return
         self._set(

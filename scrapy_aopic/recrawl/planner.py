@@ -64,6 +64,10 @@ profile yet (or with
 ``timetable=False``) the profile places each revisit where its expected
 waiting cost equals that of a periodic revisit at that frequency.
 
+With ``cochange`` a revisit that finds a page changed also brings forward
+the revisits of the pages that usually change with it
+(:mod:`~scrapy_aopic.recrawl.cochange`), out of the same budget.
+
 Every planned interval is clamped to ``[min_interval, max_interval]``.
 """
 
@@ -81,6 +85,7 @@ from typing import Any, NamedTuple
 from . import checks
 from .budget import FreshnessAllocator
 from .burst import BurstModel
+from .cochange import CoChangeModel
 from .estimators import TimedChangeHistory, poisson_tail
 from .profile import BINS, DAY, HOUR, WEEK, DayProfile, RateProfile, WeeklyRates, growing_weight, iter_segments, profile_key
 from .timetable import LEVELS, Timetable, place
@@ -89,6 +94,11 @@ MODELS = ("estimator", "forest", "aopic")
 RULES = ("yield", "delay")
 
 _FLAT = WeeklyRates.flat(1.0)
+
+
+#: time constant of the rate co-change hints spend at (a week: hints come
+#: in bursts after commits, and budget solves follow them)
+HINT_WINDOW = WEEK
 
 
 class PageRecord:
@@ -119,6 +129,7 @@ class PageRecord:
         "base_rate",
         "hot_until",
         "burst",
+        "hinted",
     )
 
     def __init__(self, host: str, key: str, site: str, depth: int = 0):
@@ -151,6 +162,9 @@ class PageRecord:
         self.base_rate = 0.0
         self.hot_until: float | None = None
         self.burst: TimedChangeHistory | None = None
+        #: brought forward by a partner's change (:mod:`.cochange`), not
+        #: visited since (not saved: it only feeds a counter)
+        self.hinted = False
 
     @property
     def counted(self) -> bool:
@@ -222,6 +236,10 @@ class RecrawlPlanner:
         after a revisit found a change the page is planned with its hot
         rate (learnt, shrunk to its section's), not its quiet one.
     :param burst_window: how long a page stays hot (seconds).
+    :param cochange: learn which pages change together
+        (:mod:`~scrapy_aopic.recrawl.cochange`) and bring a page's revisit
+        forward to now when a revisit finds one of its partners changed;
+        with a budget, these revisits come out of it (at most half).
     :param burst_boost: react to counts far above the expected (bursts):
         a count whose Poisson tail probability is below ``burst_p`` multiplies
         the page's rate by observed / expected (at most 10), a factor that
@@ -253,6 +271,7 @@ class RecrawlPlanner:
         likely_first: bool = False,
         burst: bool = False,
         burst_window: float = 3 * DAY,
+        cochange: bool = False,
         burst_boost: bool = True,
         burst_p: float = 0.01,
         burst_decay: float = 0.5,
@@ -326,6 +345,11 @@ class RecrawlPlanner:
         self.burst_model = (
             BurstModel(burst_window, self.change_window) if burst else None
         )
+        #: with ``cochange``, the pages that change together, else ``None``
+        self.cochange = CoChangeModel() if cochange else None
+        #: revisits' worth spent by co-change hints, each weighted
+        #: ``exp(-age / HINT_WINDOW)``, and when that was (for the budget)
+        self._hint_clock: list[float] = [0.0, 0.0]
         self._solved_at: float | None = None
         self._solved_pages = 0
         self._plans_since_solve = 0
@@ -359,6 +383,9 @@ class RecrawlPlanner:
         self.not_modified = 0
         self.new_links_on_revisits = 0
         self.bursts = 0
+        self.hints = 0  #: revisits brought forward by a partner's change
+        self.hints_changed = 0  #: of those, the ones that found a change
+        self.hints_skipped = 0  #: not brought forward: hints at half the budget
 
     # -- profiles ---------------------------------------------------------------
 
@@ -423,6 +450,9 @@ class RecrawlPlanner:
             record.weight = importance
         if self.budget_share is not None:
             self._count_fetch(now)
+        if record.hinted:
+            record.hinted = False
+            self.hints_changed += changed is True
         previous = record.last_visit
         if not_modified:
             changed = False
@@ -433,7 +463,50 @@ class RecrawlPlanner:
             self._learn(url, record, previous, now, changed, new_links, not_modified, last_modified)
         record.last_visit = now if previous is None else max(now, previous)
         record.visits += 1
-        return self._schedule(url, record, now)
+        due = self._schedule(url, record, now)
+        if changed and self.cochange is not None and previous is not None and now > previous:
+            self._hint_partners(url, record, previous, now)
+        return due
+
+    #: the most of the budget co-change hints may spend
+    HINT_SHARE = 0.5
+
+    def _hint_partners(self, url: str, record: PageRecord, previous: float, now: float) -> None:
+        """``url`` changed in ``(previous, now]``: bring forward the revisit
+        of each partner whose last visit came before the middle of that
+        window (so it more likely than not missed the change)."""
+        partners = self.cochange.observe(url, record.site, previous, now)
+        if not partners:
+            return
+        budget = self.budget_per_second()
+        cut = now - 0.5 * (now - previous)
+        pages = self.pages
+        for other in partners:
+            partner = pages.get(other)
+            if (
+                partner is None
+                or partner.last_visit is None
+                or partner.deadline is None
+                or partner.deadline <= now  # due already (released, or overdue)
+                or partner.last_visit >= cut
+                or now - partner.last_visit < self.min_interval
+                # expected to change again before its planned revisit: the
+                # hint would only spend budget the split withheld
+                or (partner.interval and partner.rate * partner.interval > 1.0)
+            ):
+                continue
+            if budget is not None and self.hint_rate(now) >= self.HINT_SHARE * budget:
+                self.hints_skipped += 1
+                continue
+            partner.hinted = True
+            self.hints += 1
+            # What the hint spends: the share of the partner's planned
+            # interval it cuts off (a revisit moved, not one added).
+            cut_off = min(1.0, (partner.deadline - now) / partner.interval) if partner.interval else 1.0
+            clock = self._hint_clock
+            clock[0] = clock[0] * math.exp(-max(0.0, now - clock[1]) / HINT_WINDOW) + cut_off
+            clock[1] = now
+            self._set_due(other, partner, now, now)
 
     def _learn(
         self,
@@ -587,6 +660,13 @@ class RecrawlPlanner:
         clock[0] += 1.0
         clock[2] = now
 
+    def hint_rate(self, now: float) -> float:
+        """Revisits per second co-change hints spend, over about the last
+        week (each hint the share of an interval it cut off, weighted
+        ``exp(-age / HINT_WINDOW)``)."""
+        weight, at = self._hint_clock
+        return weight * math.exp(-max(0.0, now - at) / HINT_WINDOW) / HINT_WINDOW
+
     def on_failure(self, url: str, host: str, now: float) -> float:
         """A revisit failed (network error, 5xx): try again later, backing
         off from ``min_interval`` up to ``max_interval``."""
@@ -621,6 +701,8 @@ class RecrawlPlanner:
         record = self.pages.pop(url, None)
         if record is not None:
             record.due = None
+        if self.cochange is not None:
+            self.cochange.forget_page(url)
 
     # -- planning -------------------------------------------------------------------
 
@@ -819,6 +901,14 @@ class RecrawlPlanner:
             return self.budget_share * count / seconds
         return None
 
+    def _planned_budget(self) -> float | None:
+        """What the budget's split spends: the budget less what co-change
+        hints spend (they take at most half of it)."""
+        budget = self.budget_per_second()
+        if budget is None or self.cochange is None:
+            return budget
+        return budget - min(self.hint_rate(self._solved_at), self.HINT_SHARE * budget)
+
     def _maybe_rebalance(self, now: float) -> None:
         allocator = self.allocator
         n = len(self.pages)
@@ -837,8 +927,8 @@ class RecrawlPlanner:
 
     def rebalance_now(self, now: float) -> None:
         """Solve the budget's split over every page planned (O(pages))."""
-        budget = self.budget_per_second()
         self._solved_at = now
+        budget = self._planned_budget()
         self._solved_pages = len(self.pages)
         self._plans_since_solve = 0
         if budget is None:
@@ -1010,7 +1100,7 @@ class RecrawlPlanner:
                 r.base_rate, r.hot_until, r.burst.to_state() if r.burst is not None else None,
             ]  # fmt: skip
         return {
-            "version": 4,
+            "version": 5,
             "pools": self._pools,
             "pool_base": self._pool_base,
             "mu": self.allocator.mu if self.allocator is not None else None,
@@ -1018,9 +1108,12 @@ class RecrawlPlanner:
             "profiles": {name: p.to_state() for name, p in self.profiles.items()},
             "day_profiles": {name: p.to_state() for name, p in self.day_profiles.items()},
             "burst": self.burst_model.to_state() if self.burst_model is not None else None,
+            "cochange": self.cochange.to_state() if self.cochange is not None else None,
+            "hint_clock": self._hint_clock,
             "counters": [
                 self.revisits, self.changed, self.unchanged, self.not_modified,
                 self.new_links_on_revisits, self.bursts,
+                self.hints, self.hints_changed, self.hints_skipped,
             ],  # fmt: skip
         }
 
@@ -1033,7 +1126,7 @@ class RecrawlPlanner:
         (the re-crawl hook then starts afresh, as it says)."""
         state = checks.mapping(state, "state")
         version = state.get("version")
-        if version not in (3, 4):  # 3: saved before the burst model
+        if version not in (3, 4, 5):  # 3: before the burst model, 4: before co-changes
             raise ValueError(f"unknown recrawl state version {version!r}")
         pages: dict[str, PageRecord] = {}
         heap: list[tuple[float, str]] = []
@@ -1059,21 +1152,38 @@ class RecrawlPlanner:
             burst_model = BurstModel(burst_model.window, self.change_window)
             if state.get("burst") is not None:
                 burst_model.load_state(state["burst"])
+        cochange = self.cochange
+        hint_clock = [0.0, 0.0]
+        if cochange is not None:
+            # saved without co-changes: start learning them afresh
+            cochange = CoChangeModel()
+            if state.get("cochange") is not None:
+                cochange.load_state(state["cochange"])
+                clock = state.get("hint_clock")
+                if not isinstance(clock, list) or len(clock) != 2:
+                    raise ValueError(f"recrawl state: hint clock {clock!r} is not [weight, time]"[:200])
+                hint_clock = [
+                    checks.number(clock[0], "hint weight"),
+                    checks.number(clock[1], "hint time", -checks.TIME, checks.TIME),
+                ]
         mu = checks.optional(state.get("mu"), "budget multiplier mu")
         counters = state.get("counters")
-        if not isinstance(counters, list) or len(counters) != 6:
-            raise ValueError(f"recrawl state: counters {counters!r} are not six counts"[:200])
-        counters = [checks.count(c, "counter") for c in counters]
+        size = 9 if version >= 5 else 6
+        if not isinstance(counters, list) or len(counters) != size:
+            raise ValueError(f"recrawl state: counters {counters!r} are not {size} counts"[:200])
+        counters = [checks.count(c, "counter") for c in counters] + [0] * (9 - size)
         # -- everything read: installed at once
         self.pages, self._heap = pages, heap
         self.profiles, self.day_profiles = profiles, day_profiles
         self._day_fits.clear()
         self._pools, self._pool_base = pools, pool_base
         self.burst_model = burst_model
+        self.cochange, self._hint_clock = cochange, hint_clock
         if self.allocator is not None:
             self.allocator.mu = mu
         (self.revisits, self.changed, self.unchanged, self.not_modified,
-         self.new_links_on_revisits, self.bursts) = counters  # fmt: skip
+         self.new_links_on_revisits, self.bursts,
+         self.hints, self.hints_changed, self.hints_skipped) = counters  # fmt: skip
 
     def _page_from_state(self, url: str, f: Any, version: int) -> PageRecord:
         """One page of :meth:`to_state`, each field checked."""

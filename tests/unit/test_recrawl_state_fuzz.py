@@ -34,6 +34,7 @@ T0 = 1.7e9
 SETUPS = {
     "budget": dict(budget=50.0, timetable=True, burst=True),
     "plain": dict(),
+    "cochange": dict(budget=50.0, timetable=True, cochange=True),
 }
 
 
@@ -70,6 +71,8 @@ def _kind(path: tuple) -> tuple:
             key = "*"
         elif depth > 0 and path[0] == "burst" and parent == "pools":
             key = "*"
+        elif path[0] == "cochange" and (depth == 2 or (depth == 3 and path[1] in ("recent", "partners"))):
+            key = "*"  # a host's windows, a page's partners or count; a window, a partner
         kind.append(key)
     return tuple(kind)
 

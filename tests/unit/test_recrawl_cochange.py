@@ -1,0 +1,234 @@
+"""Co-change hints (issue 17): pages that change together, learnt from the
+changed windows revisits see; a change found on one brings its partners'
+revisits forward, out of the same budget."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import random
+
+import pytest
+
+from scrapy_aopic.recrawl.cochange import CoChangeModel
+from scrapy_aopic.recrawl.planner import RecrawlPlanner
+from scrapy_aopic.recrawl.profile import DAY, HOUR
+from scrapy_aopic.recrawl.simulate import EPOCH_MONDAY as MONDAY
+
+PAGES = 40
+SPAN = 200 * DAY
+
+
+def commits(seed: int, group: int = 4, every: float = 8 * DAY) -> dict[str, list[float]]:
+    """Pages in groups of ``group`` on 4 hosts; each group changes at once
+    (a commit), every ``every`` seconds on average (Poisson)."""
+    rng = random.Random(seed)
+    pages = {}
+    for g in range(PAGES // group):
+        times = []
+        t = MONDAY + rng.expovariate(1 / every)
+        while t < MONDAY + SPAN:
+            times.append(t)
+            t += rng.expovariate(1 / every)
+        for i in range(group):
+            pages[f"http://h{g % 4}.example/docs/g{g}p{i}"] = list(times)
+    return pages
+
+
+def drive(planner: RecrawlPlanner, pages: dict[str, list[float]], until: float, start: float = MONDAY):
+    """Visit the pages as a crawl does: every page once at ``start`` (unless
+    the planner knows it), then each page the planner releases
+    (:meth:`~RecrawlPlanner.due`, so hints count). Returns (revisits, mean
+    delay of the changes from day 60 on, seconds)."""
+    fetched: dict[str, list[float]] = {url: [] for url in pages}
+
+    def visit(url: str, t: float) -> None:
+        record = planner.pages.get(url)
+        times = fetched[url]
+        last = times[-1] if times else (record.last_visit if record is not None else None)
+        changed = None
+        if last is not None:
+            c = pages[url]
+            changed = bisect.bisect_right(c, t) > bisect.bisect_right(c, last)
+        times.append(t)
+        planner.on_visit(url, url.split("/")[2], t, changed=changed)
+
+    for i, url in enumerate(pages):
+        if url not in planner.pages:
+            visit(url, start + i)
+    while True:
+        t = planner.next_wakeup()
+        if t is None or t >= until:
+            break
+        for url in planner.due(t):
+            visit(url, t)
+    delays = []
+    for url, changes in pages.items():
+        times = fetched[url]
+        for c in changes:
+            if MONDAY + 60 * DAY <= c < until and c >= start:
+                i = bisect.bisect_left(times, c)
+                delays.append((times[i] if i < len(times) else until + DAY) - c)
+    revisits = sum(len(times) for times in fetched.values()) - (0 if start > MONDAY else len(pages))
+    return revisits, sum(delays) / max(len(delays), 1)
+
+
+def planner(cochange: bool, budget: float = float(PAGES)) -> RecrawlPlanner:
+    return RecrawlPlanner(min_interval=60, max_interval=7 * DAY, budget=budget, cochange=cochange)
+
+
+def test_partners_are_the_pages_whose_changed_windows_overlap_again_and_again():
+    model = CoChangeModel()
+    t = MONDAY
+    for k in range(4):
+        # a and b change together (found by visits at different times), c
+        # alone; d once with a (chance).
+        now = t + k * 5 * DAY
+        assert model.observe("a", "h", now - DAY, now) == (["b"] if k >= 2 else [])
+        model.observe("b", "h", now - DAY / 2, now + HOUR)
+        model.observe("c", "h", now + 2 * DAY, now + 3 * DAY)
+        if k == 1:
+            model.observe("d", "h", now - DAY, now + 2 * HOUR)
+    assert model.partners["a"]["b"] == 4 and model.partners["b"]["a"] == 4
+    assert "c" not in model.partners.get("a", {}) and "c" not in model.partners
+    assert model.partners["a"]["d"] == 1  # counted, but under the threshold
+    # Another host's windows never match.
+    assert model.observe("x", "other", MONDAY - DAY, MONDAY + 30 * DAY) == []
+    model.forget_page("a")
+    assert "a" not in model.partners and "a" not in model.changes
+
+
+def test_partner_counts_are_bounded_per_page():
+    model = CoChangeModel(max_partners=4)
+    for i in range(20):
+        model.observe(f"p{i}", "h", MONDAY + i * 60.0 - DAY, MONDAY + i * 60.0)
+    assert max(len(c) for c in model.partners.values()) == 4
+
+
+def test_hints_cut_the_delay_at_the_same_budget():
+    pages = commits(1, every=16 * DAY)
+    off = planner(False)
+    off_revisits, off_delay = drive(off, pages, until=MONDAY + SPAN)
+    on = planner(True)
+    on_revisits, on_delay = drive(on, pages, until=MONDAY + SPAN)
+    budget = PAGES * (SPAN / DAY)
+    # The hints come out of the budget: both spend it.
+    assert off_revisits == pytest.approx(budget, rel=0.03)
+    assert on_revisits == pytest.approx(budget, rel=0.03)
+    assert on.hints > 100 and on.hints_changed > 0.8 * on.hints and off.hints == 0
+    assert on_delay < 0.9 * off_delay
+    # Partners are the pages of the same commit group, nothing else.
+    for url, counts in on.cochange.partners.items():
+        for other, n in counts.items():
+            if n >= 2 and n >= 0.5 * on.cochange.changes[url]:
+                assert other.rsplit("p", 1)[0] == url.rsplit("p", 1)[0], (url, other)
+
+
+def test_pages_that_change_faster_than_they_are_revisited_get_no_hints():
+    pages = commits(1, group=10, every=2 * DAY)
+    p = planner(True, budget=10.0)  # a revisit every 4 days, a change every 2
+    drive(p, pages, until=MONDAY + SPAN)
+    assert p.hints < 0.02 * p.revisits
+
+
+def test_hints_spend_at_most_their_share_of_the_budget():
+    pages = commits(1, every=16 * DAY)
+    p = planner(True)
+    p.HINT_SHARE = 1e-6
+    revisits, _ = drive(p, pages, until=MONDAY + SPAN)
+    assert p.hints_skipped > 50 and p.hints < 0.2 * p.hints_skipped
+    assert revisits == pytest.approx(PAGES * SPAN / DAY, rel=0.03)
+
+
+def test_cochange_state_is_saved_restored_and_checked_on_load():
+    pages = commits(3)
+    p = planner(True)
+    drive(p, pages, until=MONDAY + 120 * DAY)
+    state = json.loads(json.dumps(p.to_state()))
+    q = planner(True)
+    q.load_state(state)
+    assert q.cochange.partners == p.cochange.partners and q.cochange.changes == p.cochange.changes
+    assert (q.hints, q.hints_changed, q.hints_skipped) == (p.hints, p.hints_changed, p.hints_skipped)
+    now = MONDAY + 120 * DAY
+    p.rebalance_now(now)
+    q.rebalance_now(now)
+    later = MONDAY + 140 * DAY
+    assert drive(p, pages, later, now) == drive(q, pages, later, now)
+    for path, value, match in [
+        (("cochange", "partners"), [], "co-change partners"),
+        (("cochange", "changes", next(iter(state["cochange"]["changes"]))), -1, "changes of"),
+        (("cochange", "recent", next(iter(state["cochange"]["recent"]))), {"a": 1}, "windows"),
+        (("hint_clock",), [1.0], "hint clock"),
+    ]:
+        bad = json.loads(json.dumps(state))
+        target = bad
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        r = planner(True)
+        with pytest.raises(ValueError, match=match):
+            r.load_state(bad)
+        assert not r.pages  # all or nothing
+
+
+def test_state_saved_before_cochanges_still_loads():
+    p = planner(False)
+    drive(p, commits(4), until=MONDAY + 30 * DAY)
+    state = p.to_state()
+    state["version"] = 4
+    del state["cochange"], state["hint_clock"]
+    state["counters"] = state["counters"][:6]
+    q = planner(True)
+    q.load_state(json.loads(json.dumps(state)))
+    assert len(q.pages) == len(p.pages) and not q.cochange.partners and q.hints == 0
+
+
+def test_the_setting_turns_it_on_and_the_stats_count_it():
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_aopic.recrawl.hook import RecrawlHook
+
+    crawler = get_crawler(settings_dict={"AOPIC_RECRAWL": True, "AOPIC_RECRAWL_BUDGET": float(PAGES)})
+    hook = RecrawlHook.from_crawler(crawler)
+    assert isinstance(hook.planner.cochange, CoChangeModel)  # on by default
+    off = get_crawler(settings_dict={
+        "AOPIC_RECRAWL": True, "AOPIC_RECRAWL_BUDGET": 5.0, "AOPIC_RECRAWL_COCHANGE": False,
+    })  # fmt: skip
+    assert RecrawlHook.from_crawler(off).planner.cochange is None
+    assert off.stats.get_value("aopic/recrawl/cochange_off") is None
+    drive(hook.planner, commits(1, every=16 * DAY), until=MONDAY + SPAN)
+    hook.update_stats(top_hubs=False)
+    p = hook.planner
+    assert p.hints > 0
+    assert crawler.stats.get_value("aopic/recrawl/cochange_hints") == p.hints
+    assert crawler.stats.get_value("aopic/recrawl/cochange_hints_changed") == p.hints_changed
+    assert crawler.stats.get_value("aopic/recrawl/cochange_hints_skipped") == 0
+
+
+def test_without_a_budget_the_hints_are_off_and_it_is_said(caplog):
+    from scrapy.utils.test import get_crawler
+
+    from scrapy_aopic.recrawl.hook import RecrawlHook
+
+    crawler = get_crawler(settings_dict={"AOPIC_RECRAWL": True})
+    with caplog.at_level("INFO", logger="scrapy_aopic.recrawl.hook"):
+        hook = RecrawlHook.from_crawler(crawler)
+        RecrawlHook.from_crawler(crawler)  # the same hook: said once
+    assert hook.planner.cochange is None
+    assert crawler.stats.get_value("aopic/recrawl/cochange_off") == 1
+    assert sum("need a revisit budget" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_the_trace_figures_count_changes_made_together():
+    from tests.support.simdrive import load_benchmark
+
+    bench = load_benchmark("recrawl_cochange")
+    from recrawl_traces import Page, Trace  # on sys.path once the benchmark is loaded
+
+    # Two pages changed at the same instant, a third 30 minutes later, a
+    # fourth alone a day later: 4 changes, 2 at one instant, 3 within an hour.
+    trace = Trace("t", MONDAY, MONDAY + 10 * DAY, [
+        Page("http://h/a", "h", [MONDAY + DAY]), Page("http://h/b", "h", [MONDAY + DAY]),
+        Page("http://h/c", "h", [MONDAY + DAY + HOUR / 2]), Page("http://h/d", "h", [MONDAY + 2 * DAY]),
+    ])  # fmt: skip
+    assert bench.together(trace) == (4, 0.5, 0.75, 4 / 3)
