@@ -67,14 +67,18 @@ class CoChangeModel:
         self.partners: dict[str, dict[str, int]] = {}
         #: url -> revisits that found it changed (since it is known here)
         self.changes: dict[str, int] = {}
+        self._observed = 0  #: observations since the last sweep of stale hosts
 
     def observe(self, url: str, host: str, previous: float, now: float) -> list[str]:
         """A revisit at ``now`` found ``url`` (of ``host``) changed since
         ``previous``: count its co-changes and return its partners."""
+        horizon = now - self.window
+        self._observed += 1
+        if self._observed >= self.SWEEP_EVERY:
+            self._sweep(horizon)
         queue = self.recent.get(host)
         if queue is None:
             queue = self.recent[host] = deque()
-        horizon = now - self.window
         while queue and (queue[0][2] < horizon or len(queue) >= self.max_recent):
             queue.popleft()
         for other, start, end in queue:
@@ -88,6 +92,15 @@ class CoChangeModel:
             return []
         least = max(self.min_count, self.threshold * seen)
         return [other for other, n in counts.items() if n >= least]
+
+    #: observations between two sweeps of the hosts whose windows are all
+    #: older than ``window`` (a broad crawl's hosts that stopped changing)
+    SWEEP_EVERY = 4096
+
+    def _sweep(self, horizon: float) -> None:
+        self._observed = 0
+        for host in [h for h, queue in self.recent.items() if not queue or queue[-1][2] < horizon]:
+            del self.recent[host]
 
     def _count(self, url: str, other: str) -> None:
         counts = self.partners.get(url)

@@ -232,3 +232,15 @@ def test_the_trace_figures_count_changes_made_together():
         Page("http://h/c", "h", [MONDAY + DAY + HOUR / 2]), Page("http://h/d", "h", [MONDAY + 2 * DAY]),
     ])  # fmt: skip
     assert bench.together(trace) == (4, 0.5, 0.75, 4 / 3)
+
+
+def test_hosts_that_stopped_changing_are_swept():
+    model = CoChangeModel()
+    model.SWEEP_EVERY = 10
+    for i in range(5):
+        model.observe(f"http://old{i}/p", f"old{i}", MONDAY - DAY, MONDAY)
+    later = MONDAY + 10 * DAY
+    for i in range(10):
+        model.observe(f"http://new/p{i}", "new", later - DAY, later + i)
+    assert set(model.recent) == {"new"}
+    assert model.changes["http://old0/p"] == 1  # counts are kept: only the windows go
