@@ -117,9 +117,6 @@ class CoChangeModel:
         self.partners.pop(url, None)
         self.changes.pop(url, None)
 
-    def __len__(self) -> int:
-        return len(self.changes)
-
     # -- persistence -------------------------------------------------------------------
 
     def to_state(self) -> dict:
