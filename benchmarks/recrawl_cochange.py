@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from recrawl_traces import EXTRA, FIXTURE, load  # noqa: E402
+from recrawl_traces import EXTRA, FIXTURE, HELDOUT, load  # noqa: E402
 
 HOUR = 3600.0
 
@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.parse_args(argv)
     print(f"{'trace':<17}{'pages':>6}{'changes':>9}{'same instant':>14}{'within 1 h':>12}{'pages/instant':>15}")
-    for trace in load(FIXTURE) + load(EXTRA):
+    for trace in load(FIXTURE) + load(EXTRA) + load(HELDOUT):
         changes, same, near, per = together(trace)
         print(f"{trace.name:<17}{len(trace.pages):>6}{changes:>9}{same:>14.2f}{near:>12.2f}{per:>15.2f}")
     return 0

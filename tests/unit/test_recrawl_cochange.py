@@ -244,3 +244,14 @@ def test_hosts_that_stopped_changing_are_swept():
         model.observe(f"http://new/p{i}", "new", later - DAY, later + i)
     assert set(model.recent) == {"new"}
     assert model.changes["http://old0/p"] == 1  # counts are kept: only the windows go
+
+
+def test_the_held_out_traces_load():
+    from tests.support.simdrive import load_benchmark
+
+    load_benchmark("recrawl_cochange")  # puts benchmarks/ on sys.path
+    from recrawl_traces import HELDOUT, load
+
+    traces = load(HELDOUT)
+    assert [t.name for t in traces] == ["rust-by-example", "flask-docs", "fastapi-docs"]
+    assert all(len(t.pages) > 50 and t.events > 400 for t in traces)
