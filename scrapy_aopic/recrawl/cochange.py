@@ -11,7 +11,8 @@ What a revisit sees is only that the page changed somewhere in
 ``(previous visit, now]``. Two pages of one host whose *changed* windows
 overlap within ``window`` seconds count one co-change each way; a page ``B``
 is a *partner* of ``A`` once it has co-changed with ``A`` at least
-``min_count`` times and in at least ``threshold`` of ``A``'s changes seen.
+``min_count`` times and in at least ``threshold`` of ``A``'s changes seen
+(a quarter by default: :setting:`AOPIC_RECRAWL_COCHANGE_SHARE`).
 Chance overlaps exist (two pages of a busy host both change most days) but
 fall under the threshold unless the two really move together.
 
@@ -51,7 +52,7 @@ class CoChangeModel:
     def __init__(
         self,
         window: float = 3 * DAY,
-        threshold: float = 0.5,
+        threshold: float = 0.25,
         min_count: int = 2,
         max_partners: int = 32,
         max_recent: int = 256,

@@ -122,6 +122,7 @@ def planner_from_settings(settings) -> RecrawlPlanner:
         # Judged with a budget only (docs/recrawl.rst); from_crawler says so.
         cochange=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_COCHANGE")
         and (budget is not None or budget_share is not None),
+        cochange_share=aopic_settings.get_float(settings, "AOPIC_RECRAWL_COCHANGE_SHARE"),
         forest_retrain=aopic_settings.get_float(settings, "AOPIC_RECRAWL_FOREST_RETRAIN"),
     )
 

@@ -240,6 +240,8 @@ class RecrawlPlanner:
         (:mod:`~scrapy_aopic.recrawl.cochange`) and bring a page's revisit
         forward to now when a revisit finds one of its partners changed;
         with a budget, these revisits come out of it (at most half).
+    :param cochange_share: the share of a page's changes a partner must
+        have shared.
     :param burst_boost: react to counts far above the expected (bursts):
         a count whose Poisson tail probability is below ``burst_p`` multiplies
         the page's rate by observed / expected (at most 10), a factor that
@@ -272,6 +274,7 @@ class RecrawlPlanner:
         burst: bool = False,
         burst_window: float = 3 * DAY,
         cochange: bool = False,
+        cochange_share: float = 0.25,
         burst_boost: bool = True,
         burst_p: float = 0.01,
         burst_decay: float = 0.5,
@@ -346,7 +349,10 @@ class RecrawlPlanner:
             BurstModel(burst_window, self.change_window) if burst else None
         )
         #: with ``cochange``, the pages that change together, else ``None``
-        self.cochange = CoChangeModel() if cochange else None
+        if not 0.0 < cochange_share <= 1.0:
+            raise ValueError(f"AOPIC_RECRAWL_COCHANGE_SHARE must be in (0, 1], got {cochange_share!r}")
+        self.cochange_share = float(cochange_share)
+        self.cochange = CoChangeModel(threshold=self.cochange_share) if cochange else None
         #: revisits' worth spent by co-change hints, each weighted
         #: ``exp(-age / HINT_WINDOW)``, and when that was (for the budget)
         self._hint_clock: list[float] = [0.0, 0.0]
@@ -1156,7 +1162,7 @@ class RecrawlPlanner:
         hint_clock = [0.0, 0.0]
         if cochange is not None:
             # saved without co-changes: start learning them afresh
-            cochange = CoChangeModel()
+            cochange = CoChangeModel(threshold=self.cochange_share)
             if state.get("cochange") is not None:
                 cochange.load_state(state["cochange"])
                 clock = state.get("hint_clock")
