@@ -220,12 +220,16 @@ def test_sigkilled_worker_leases_come_back(tmp_path, redis_url):
         reachable = site.reachable_pages()
 
     assert all(hits.get(p, 0) >= 1 for p in reachable), sorted(p for p in reachable if not hits.get(p))
-    # Fetched twice: at most what the victim had in flight (its downloader
-    # holds 4 requests on this host) and the responses it had not parsed.
+    # Fetched twice: only pages whose lease the victim held when it died
+    # (reclaimed by the survivors once expired: what its downloader had in
+    # flight and the responses it had not settled, up to its 8 concurrent
+    # requests and its scraper's queue) or that a survivor retried. A fixed
+    # bound (8) failed once on a loaded machine with 11, all reclaimed.
     twice = sum(hits.get(p, 0) - 1 for p in reachable)
-    assert twice <= 8, twice
     reclaimed = sum(r["stats"].get("aopic/leases_reclaimed", 0) for r in reports)
+    retried = sum(r["stats"].get("retry/count", 0) for r in reports)
     assert reclaimed >= 1
+    assert twice <= reclaimed + retried, (twice, reclaimed, retried)
     assert finished_in >= lease_timeout * 0.5  # the survivors waited for the leases
     store = frontier_of(redis_url, name)
     assert_books_balance(store, reports)
