@@ -509,9 +509,7 @@ class RecrawlPlanner:
             # What the hint spends: the share of the partner's planned
             # interval it cuts off (a revisit moved, not one added).
             cut_off = min(1.0, (partner.deadline - now) / partner.interval) if partner.interval else 1.0
-            clock = self._hint_clock
-            clock[0] = clock[0] * math.exp(-max(0.0, now - clock[1]) / HINT_WINDOW) + cut_off
-            clock[1] = now
+            self._hint_clock = [self._hint_weight(now) + cut_off, now]
             self._set_due(other, partner, now, now)
 
     def _learn(
@@ -670,8 +668,11 @@ class RecrawlPlanner:
         """Revisits per second co-change hints spend, over about the last
         week (each hint the share of an interval it cut off, weighted
         ``exp(-age / HINT_WINDOW)``)."""
+        return self._hint_weight(now) / HINT_WINDOW
+
+    def _hint_weight(self, now: float) -> float:
         weight, at = self._hint_clock
-        return weight * math.exp(-max(0.0, now - at) / HINT_WINDOW) / HINT_WINDOW
+        return weight * math.exp(-max(0.0, now - at) / HINT_WINDOW)
 
     def on_failure(self, url: str, host: str, now: float) -> float:
         """A revisit failed (network error, 5xx): try again later, backing
