@@ -1422,7 +1422,7 @@ class MemoryStore(FrontierStore):
             for link, amount in credits:
                 paid += amount
                 credit(link, amount, bonus)
-        self._totals.lambda_cash += cash - paid
+        self._totals.lambda_cash += _rest(cash, paid)
         row = self._freeze(acc)
         if acc.links is not None and (self._all_targets or acc.cash > 0):
             self._push_rich(self._row_rich_key(row), acc.seq)
@@ -1534,7 +1534,7 @@ class MemoryStore(FrontierStore):
         for linked in links:
             paid += share
             credit(linked, share)
-        t.lambda_cash += cash - paid
+        t.lambda_cash += _rest(cash, paid)
         if self._all_targets or table.cash[row] > 0:
             # it keeps earning lambda dividends
             self._push_rich(self._row_rich_key(row), table.seq[row])
@@ -1556,6 +1556,16 @@ class MemoryStore(FrontierStore):
 
 
 # -- checks of an exact snapshot (MemoryStore.restore) ---------------------------------------------
+
+
+def _rest(cash: float, paid: float) -> float:
+    """What credits summing to ``paid`` leave of a visit's ``cash``, for
+    lambda. Shares of the cash summed in another order can leave a rounding
+    residue below zero, which would make lambda's cash negative (refused
+    when a ``JOBDIR`` header is read back): it counts as zero. Anything
+    larger is the caller's, passed on as is."""
+    rest = cash - paid
+    return 0.0 if -1e-12 * cash < rest < 0.0 else rest
 
 
 def checked_amount(value, what: str) -> float:

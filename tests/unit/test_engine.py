@@ -66,6 +66,23 @@ def test_seed_004_leaf_pays_everything_to_lambda(make_store, clock):
     assert_balanced(engine)
 
 
+@pytest.mark.parametrize("cash, links", [(0.3, 7), (1.0, 9), (0.6, 10)])
+def test_shares_that_sum_past_the_cash_by_rounding_leave_lambda_at_zero(make_store, clock, cash, links):
+    # 0.3 / 7 added 7 times is 0.3 + 5.6e-17: the remainder lambda would
+    # get is below zero by rounding. Found by the random-sequence test on
+    # Redis, whose script refuses a negative total when it reads it back
+    # (and a JOBDIR header would too): lambda keeps 0.
+    store = make_store()
+    engine = AopicEngine(store, clock=clock, lambda_tax=0.0)
+    engine.add_seed(link("A"), cash=cash)
+    lease = engine.next()
+    engine.visit(lease, [link(f"L{i}", depth=1) for i in range(links)])
+    assert store.totals().lambda_cash == 0.0
+    engine.visit(engine.next(), [])  # the next operation reads the totals back
+    assert store.totals().lambda_cash > 0
+    assert_balanced(engine)
+
+
 def stationary_with_lambda(graph):
     """PageRank of ``graph`` with the lambda page (OPIC's fixed point when
     lambda pays every page): each page links to its links and to lambda,

@@ -304,6 +304,14 @@ local function resolve(url)
 end
 
 local function to_lambda(amount) T.lambda_cash = T.lambda_cash + amount end
+-- What a visit's credits leave of its cash. Shares of the cash summed in
+-- another order can leave a rounding residue below zero, which must not
+-- make lambda's cash negative (load_totals refuses that as corrupt): it
+-- counts as zero. (Anything larger is the caller's, passed on as is.)
+local function to_lambda_rest(rest, cash)
+  if rest < 0 and rest > -1e-12 * cash then rest = 0 end
+  to_lambda(rest)
+end
 
 -- ops, in three groups ---------------------------------------------------
 -- Each op returns as soon as the functions it needs are defined: a run
@@ -842,7 +850,7 @@ if OP == 'settle_visit' then
   if not cash then
     result = 0
   else
-    to_lambda(cash - credit_all(A + 5, #ARGV, bonus))
+    to_lambda_rest(cash - credit_all(A + 5, #ARGV, bonus), cash)
     result = 1
   end
   return done(result)
@@ -972,7 +980,7 @@ if OP == 'settle_visit_x' then
       sent = sent + send(ARGV[i], i + 2, i + 1 + 5 * n)
       i = i + 2 + 5 * n
     end
-    to_lambda(cash - credit_all(i, #ARGV) - sent)
+    to_lambda_rest(cash - credit_all(i, #ARGV) - sent, cash)
     result = {1, unpack(outbox_head(64))}
   end
   return done(result)
