@@ -777,6 +777,20 @@ define("AOPIC_RECRAWL_COCHANGE_SHARE", 0.25, "recrawl", """
     its judgement against 0.5 on 13 real traces at five budgets: shorter
     on 12, longer or staler beyond noise on none (and on three held-out
     traces); targets met 15 -> 20 of 26 (``docs/recrawl.rst``).""")
+define("AOPIC_RECRAWL_COCHANGE_CHANCE", False, "recrawl", """
+    With ``AOPIC_RECRAWL_COCHANGE``: measure a partner's share of a page's
+    changes above its chance level (the share it would have had changing
+    independently at its own rate): a partner must then share
+    ``AOPIC_RECRAWL_COCHANGE_SHARE`` of what is left above chance, so the
+    busy pages of a busy host stop being each other's partners (on the
+    tests' synthetic host: 90 % fewer hints to unrelated pages, and the
+    hints' gain back from 4 % to 14 %). Off: judged on 13 real traces at
+    five budgets it was no better (shorter on 3, targets missed 3 -> 4);
+    with ``AOPIC_RECRAWL_COCHANGE_SHARE = 0.15`` it was shorter on 12 of 16
+    traces and longer or staler beyond noise on none, but missed one target
+    more (the developer's guide, 0.774 -> 0.776 of the best fixed
+    interval's delay), which the rule fixed before the runs does not allow
+    (``docs/recrawl.rst``).""")
 define("AOPIC_RECRAWL_KEY_MIN_EVENTS", 100, "recrawl", """
     New links a ``host/first-path-segment`` key must have produced before
     its own hour-of-week profile is used; below that its host's profile is,

@@ -13,8 +13,9 @@ overlap within ``window`` seconds count one co-change each way; a page ``B``
 is a *partner* of ``A`` once it has co-changed with ``A`` at least
 ``min_count`` times and in at least ``threshold`` of ``A``'s changes seen
 (a quarter by default: :setting:`AOPIC_RECRAWL_COCHANGE_SHARE`).
-Chance overlaps exist (two pages of a busy host both change most days) but
-fall under the threshold unless the two really move together.
+Chance overlaps exist (two pages of a busy host both change most days);
+with ``chance`` (:setting:`AOPIC_RECRAWL_COCHANGE_CHANCE`, off) a pair's
+share is measured above what the partner's own rate would give by chance.
 
 The planner (:meth:`~scrapy_aopic.recrawl.planner.RecrawlPlanner.on_visit`)
 asks for the partners of every page a revisit found changed and brings a
@@ -30,6 +31,7 @@ works without link counts or ``Last-Modified``.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 
 from . import checks
 
@@ -70,9 +72,18 @@ class CoChangeModel:
         self.changes: dict[str, int] = {}
         self._observed = 0  #: observations since the last sweep of stale hosts
 
-    def observe(self, url: str, host: str, previous: float, now: float) -> list[str]:
+    def observe(
+        self, url: str, host: str, previous: float, now: float, chance: Callable[[str], float] | None = None
+    ) -> list[str]:
         """A revisit at ``now`` found ``url`` (of ``host``) changed since
-        ``previous``: count its co-changes and return its partners."""
+        ``previous``: count its co-changes and return its partners.
+
+        :param chance: if given, ``chance(other)`` is the share of ``url``'s
+            changes ``other`` would have shared by chance alone (changing
+            independently at its own rate); a partner must then share
+            ``threshold`` of what is left above that chance level, not of
+            all the changes: ``share - chance >= threshold * (1 - chance)``.
+        """
         horizon = now - self.window
         self._observed += 1
         if self._observed >= self.SWEEP_EVERY:
@@ -92,7 +103,15 @@ class CoChangeModel:
         if not counts:
             return []
         least = max(self.min_count, self.threshold * seen)
-        return [other for other, n in counts.items() if n >= least]
+        if chance is None:
+            return [other for other, n in counts.items() if n >= least]
+        partners = []
+        for other, n in counts.items():
+            if n >= least:
+                level = chance(other)
+                if n / seen - level >= self.threshold * (1.0 - level):
+                    partners.append(other)
+        return partners
 
     #: observations between two sweeps of the hosts whose windows are all
     #: older than ``window`` (a broad crawl's hosts that stopped changing)

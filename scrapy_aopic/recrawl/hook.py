@@ -123,6 +123,7 @@ def planner_from_settings(settings) -> RecrawlPlanner:
         cochange=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_COCHANGE")
         and (budget is not None or budget_share is not None),
         cochange_share=aopic_settings.get_float(settings, "AOPIC_RECRAWL_COCHANGE_SHARE"),
+        cochange_chance=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_COCHANGE_CHANCE"),
         forest_retrain=aopic_settings.get_float(settings, "AOPIC_RECRAWL_FOREST_RETRAIN"),
     )
 
@@ -235,6 +236,9 @@ class RecrawlHook:
                 logger.info("aopic: co-change hints (AOPIC_RECRAWL_COCHANGE) need a revisit budget "
                             "(AOPIC_RECRAWL_BUDGET or AOPIC_RECRAWL_BUDGET_SHARE): off for this crawl")
                 hook._set("aopic/recrawl/cochange_off", 1)
+            if hook.planner.cochange is None and aopic_settings.get_bool(settings, "AOPIC_RECRAWL_COCHANGE_CHANCE"):
+                logger.info("aopic: AOPIC_RECRAWL_COCHANGE_CHANCE ignored: the co-change hints are off")
+                hook._set("aopic/recrawl/cochange_chance_ignored", 1)
         return hook
 
     # -- stats ----------------------------------------------------------------------

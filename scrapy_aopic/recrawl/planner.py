@@ -242,6 +242,8 @@ class RecrawlPlanner:
         with a budget, these revisits come out of it (at most half).
     :param cochange_share: the share of a page's changes a partner must
         have shared.
+    :param cochange_chance: measure that share above the partner's chance
+        level (what it would share changing independently at its own rate).
     :param burst_boost: react to counts far above the expected (bursts):
         a count whose Poisson tail probability is below ``burst_p`` multiplies
         the page's rate by observed / expected (at most 10), a factor that
@@ -275,6 +277,7 @@ class RecrawlPlanner:
         burst_window: float = 3 * DAY,
         cochange: bool = False,
         cochange_share: float = 0.25,
+        cochange_chance: bool = False,
         burst_boost: bool = True,
         burst_p: float = 0.01,
         burst_decay: float = 0.5,
@@ -352,6 +355,7 @@ class RecrawlPlanner:
         if not 0.0 < cochange_share <= 1.0:
             raise ValueError(f"AOPIC_RECRAWL_COCHANGE_SHARE must be in (0, 1], got {cochange_share!r}")
         self.cochange_share = float(cochange_share)
+        self.cochange_chance = bool(cochange_chance)
         self.cochange = CoChangeModel(threshold=self.cochange_share) if cochange else None
         #: revisits' worth spent by co-change hints, each weighted
         #: ``exp(-age / HINT_WINDOW)``, and when that was (for the budget)
@@ -481,7 +485,20 @@ class RecrawlPlanner:
         """``url`` changed in ``(previous, now]``: bring forward the revisit
         of each partner whose last visit came before the middle of that
         window (so it more likely than not missed the change)."""
-        partners = self.cochange.observe(url, record.site, previous, now)
+        chance = None
+        if self.cochange_chance:
+            pages, span = self.pages, now - previous
+
+            def chance(other: str) -> float:
+                # An independent partner changing at its rate overlaps this
+                # window when it changed within it or within its own
+                # interval before it.
+                partner = pages.get(other)
+                if partner is None or partner.rate <= 0:
+                    return 0.0
+                return 1.0 - math.exp(-partner.rate * (span + (partner.interval or 0.0)))
+
+        partners = self.cochange.observe(url, record.site, previous, now, chance)
         if not partners:
             return
         budget = self.budget_per_second()

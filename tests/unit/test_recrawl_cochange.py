@@ -225,6 +225,16 @@ def test_without_a_budget_the_hints_are_off_and_it_is_said(caplog):
     assert hook.planner.cochange is None
     assert crawler.stats.get_value("aopic/recrawl/cochange_off") == 1
     assert sum("need a revisit budget" in r.getMessage() for r in caplog.records) == 1
+    assert crawler.stats.get_value("aopic/recrawl/cochange_chance_ignored") is None
+    # the chance level asked for with the hints off: said too
+    crawler = get_crawler(settings_dict={"AOPIC_RECRAWL": True, "AOPIC_RECRAWL_BUDGET": 10.0,
+                                         "AOPIC_RECRAWL_COCHANGE": False, "AOPIC_RECRAWL_COCHANGE_CHANCE": True})
+    caplog.clear()
+    with caplog.at_level("INFO", logger="scrapy_aopic.recrawl.hook"):
+        RecrawlHook.from_crawler(crawler)
+    assert crawler.stats.get_value("aopic/recrawl/cochange_chance_ignored") == 1
+    assert crawler.stats.get_value("aopic/recrawl/cochange_off") is None
+    assert sum("COCHANGE_CHANCE ignored" in r.getMessage() for r in caplog.records) == 1
 
 
 def test_the_trace_figures_count_changes_made_together():
@@ -307,3 +317,96 @@ def test_the_delay_split_accounts_for_every_scored_change():
     assert set(kinds) <= {"lone, hinted", "lone, planned", "shared, hinted",
                           "shared, planned, found first", "shared, planned, seen elsewhere first"}
     assert kinds["shared, hinted"][0] > 0 and "lone, planned" not in kinds  # every change is shared here
+
+
+def test_the_ceiling_and_recall_tell_the_true_partners():
+    from tests.support.simdrive import load_benchmark
+
+    bench = load_benchmark("recrawl_cochange")
+    from recrawl_traces import YEAR, Page, Trace
+
+    start = MONDAY
+    # groups of four changing at once, plus one page per host changing alone
+    pages = commits(7, every=6 * DAY)
+    rng = random.Random(3)
+    for h in range(4):
+        pages[f"http://h{h}.example/docs/alone"] = sorted(start + rng.uniform(0, SPAN) for _ in range(25))
+    stretched = {url: [start + (t - start) * 2.2 for t in times] for url, times in pages.items()}
+    trace = Trace("t", start, start + 1.2 * YEAR,
+                  [Page(url, url.split("/")[2], times) for url, times in stretched.items()])  # fmt: skip
+    (default, fixed), (told, told_fixed) = bench.ceiling(trace, 1.0)
+    assert 0 < told < default and fixed > 0 and told_fixed > 0
+    figures = bench.recall(trace)
+    assert figures["changes found"] > 100
+    # at most the three others of the group; the lone pages are nobody's
+    assert 0 < figures["true"] <= 3
+    assert figures["true learnt"] <= min(figures["true"], figures["learnt"])
+    assert figures["true ever"] <= min(figures["true"], figures["ever"])
+    assert figures["true learnt"] > 0.5 * figures["true"]  # groups that always move together are learnt
+
+
+def test_a_partner_must_share_changes_above_its_chance_level():
+    # b shares 4 of a's 10 changes (0.4): a partner at a quarter unless
+    # chance alone would have given it most of that.
+    for level, expected in ((0.0, ["b"]), (0.1, ["b"]), (0.2, ["b"]), (0.3, []), (0.9, [])):
+        model = CoChangeModel(threshold=0.25)
+        for k in range(10):
+            now = MONDAY + k * 5 * DAY
+            if k % 3 == 0:
+                model.observe("b", "h", now - DAY, now)
+            partners = model.observe("a", "h", now - DAY, now + HOUR, chance=lambda other: level)
+        # 0.4 - level >= 0.25 * (1 - level)  <=>  level <= 0.2
+        assert partners == expected, level
+
+
+def test_chance_partners_of_a_busy_host_are_left_out():
+    # Two or three commit groups per host, each changing every 16 days:
+    # at a quarter, unrelated groups overlap often enough by chance to be
+    # partners; above chance, nearly all partners are of one group again
+    # (early on a page has no rate yet, so no chance level).
+    pages = commits(1, every=16 * DAY)
+    _, off_delay = drive(planner(False), pages, until=MONDAY + SPAN)
+    runs = {}
+    for chance in (False, True):
+        p = planner(True, cochange_share=0.25, cochange_chance=chance)
+        strangers = []
+        observe = p.cochange.observe
+
+        def spy(url, *args, observe=observe, strangers=strangers):
+            partners = observe(url, *args)
+            strangers.extend(o for o in partners if o.rsplit("p", 1)[0] != url.rsplit("p", 1)[0])
+            return partners
+
+        p.cochange.observe = spy
+        _, delay = drive(p, pages, until=MONDAY + SPAN)
+        runs[chance] = p, delay, len(strangers)
+    (plain, plain_delay, plain_strangers), (above, above_delay, above_strangers) = runs[False], runs[True]
+    assert plain_strangers > 100 and above_strangers < 0.2 * plain_strangers
+    assert above.hints_changed > 0.9 * above.hints
+    assert above_delay < 0.9 * off_delay and above_delay < 0.95 * plain_delay
+
+
+def test_activity_says_how_much_likelier_a_change_is_on_an_active_site():
+    from tests.support.simdrive import load_benchmark
+
+    bench = load_benchmark("recrawl_cochange")
+    from recrawl_traces import YEAR, Page, Trace
+
+    start = MONDAY
+    rng = random.Random(5)
+    # ten pages changing twice in each working session (four days in every
+    # 30) and ten changing at random
+    sessions = [start + d * DAY for d in range(0, 400, 30)]
+    together = {
+        f"http://s.example/p{i}": sorted(s + rng.uniform(0, 4 * DAY) for s in sessions for _ in range(2))
+        for i in range(10)
+    }
+    apart = {f"http://r.example/p{i}": sorted(start + rng.uniform(0, 400 * DAY) for _ in range(26)) for i in range(10)}
+    for pages, expect_more in ((together, True), (apart, False)):
+        trace = Trace("t", start, start + 1.1 * YEAR, [Page(url, url.split("/")[2], t) for url, t in pages.items()])
+        share, active, quiet = bench.activity(trace)
+        assert 0 < share < 1
+        if expect_more:
+            assert active > 5 * quiet
+        else:
+            assert active < 2 * quiet
