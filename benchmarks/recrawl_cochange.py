@@ -31,7 +31,8 @@ TRACE`` runs the default once (budget 1) and says, for each change a
 revisit found, how many such true partners there were, how many the
 learnt partners were (``AOPIC_RECRAWL_COCHANGE_SHARE``), how many of the
 true ones were among them, and among the pages the page had ever been
-seen co-changing with.
+seen co-changing with, and how often a page of the host picked at random
+is a true partner (the precision of a guess).
 
 ``--activity`` says, per trace, how much more likely a page is to change
 on a day when another page of the trace changed in the three days
@@ -170,15 +171,7 @@ def ceiling(trace, budget: float) -> list[tuple[float, float]]:
         def hint_partners(self, url, record, previous, now):
             budget = self.budget_per_second()
             for other in _true_partners(self, changes, pages_at, url, previous, now):
-                if budget is not None and self.hint_rate(now) >= self.HINT_SHARE * budget:
-                    self.hints_skipped += 1
-                    continue
-                partner = self.pages[other]
-                partner.hinted = True
-                self.hints += 1
-                cut_off = min(1.0, (partner.deadline - now) / partner.interval) if partner.interval else 1.0
-                self._hint_clock = [self._hint_weight(now) + cut_off, now]
-                self._set_due(other, partner, now, now)
+                self._hint(other, self.pages[other], now, budget)
 
         planner._hint_partners = types.MethodType(hint_partners, planner)
 
@@ -199,7 +192,7 @@ def ceiling(trace, budget: float) -> list[tuple[float, float]]:
 def recall(trace) -> dict[str, float]:
     """Per change a revisit found (default, budget 1): true partners, learnt
     partners, true among learnt, pages ever seen co-changing, true among
-    those (means)."""
+    those, other pages of the host (means)."""
     import bench_recrawl_traces as bench
 
     changes, pages_at = _instants(trace)
@@ -221,6 +214,7 @@ def recall(trace) -> dict[str, float]:
             sums["true learnt"] += len(true & learnt)
             sums["ever"] += len(counts)
             sums["true ever"] += len(true & counts.keys())
+            sums["host"] += sum(1 for other in planner.pages.values() if other.site == record.site) - 1
             return hint_partners(url, record, previous, now)
 
         planner._hint_partners = count
@@ -303,9 +297,10 @@ def main(argv=None) -> int:
         print(f"\n{name}: {figures.pop('changes found'):.0f} changes found; per change, true partners "
               f"{figures['true']:.2f}, learnt {figures['learnt']:.2f}, true among learnt "
               f"{figures['true learnt']:.2f} (recall {figures['true learnt'] / max(figures['true'], 1e-9):.2f}, "
-              f"precision {figures['true learnt'] / max(figures['learnt'], 1e-9):.2f}); ever co-changed "
+              f"precision {figures['true learnt'] / max(figures['learnt'], 1e-9):.3f}); ever co-changed "
               f"{figures['ever']:.2f}, true among them {figures['true ever']:.2f} "
-              f"(recall {figures['true ever'] / max(figures['true'], 1e-9):.2f})")
+              f"(recall {figures['true ever'] / max(figures['true'], 1e-9):.2f}); a page of the host picked at "
+              f"random is one {figures['true'] / max(figures['host'], 1e-9):.3f} of the time")
     return 0
 
 

@@ -518,16 +518,21 @@ class RecrawlPlanner:
                 or (partner.interval and partner.rate * partner.interval > 1.0)
             ):
                 continue
-            if budget is not None and self.hint_rate(now) >= self.HINT_SHARE * budget:
-                self.hints_skipped += 1
-                continue
-            partner.hinted = True
-            self.hints += 1
-            # What the hint spends: the share of the partner's planned
-            # interval it cuts off (a revisit moved, not one added).
-            cut_off = min(1.0, (partner.deadline - now) / partner.interval) if partner.interval else 1.0
-            self._hint_clock = [self._hint_weight(now) + cut_off, now]
-            self._set_due(other, partner, now, now)
+            self._hint(other, partner, now, budget)
+
+    def _hint(self, url: str, record: PageRecord, now: float, budget: float | None) -> None:
+        """Bring ``url``'s revisit forward to ``now`` (a co-change hint),
+        unless hints already spend their share of ``budget``."""
+        if budget is not None and self.hint_rate(now) >= self.HINT_SHARE * budget:
+            self.hints_skipped += 1
+            return
+        record.hinted = True
+        self.hints += 1
+        # What the hint spends: the share of the page's planned interval it
+        # cuts off (a revisit moved, not one added).
+        cut_off = min(1.0, (record.deadline - now) / record.interval) if record.interval else 1.0
+        self._hint_clock = [self._hint_weight(now) + cut_off, now]
+        self._set_due(url, record, now, now)
 
     def _learn(
         self,

@@ -343,6 +343,9 @@ def test_the_ceiling_and_recall_tell_the_true_partners():
     assert figures["true learnt"] <= min(figures["true"], figures["learnt"])
     assert figures["true ever"] <= min(figures["true"], figures["ever"])
     assert figures["true learnt"] > 0.5 * figures["true"]  # groups that always move together are learnt
+    assert 8 <= figures["host"] <= 12  # 9 or 13 pages a host: 2 or 3 groups and the lone page
+    # learnt partners name the true ones far better than a guess would
+    assert figures["true learnt"] / figures["learnt"] > 2 * figures["true"] / figures["host"]
 
 
 def test_a_partner_must_share_changes_above_its_chance_level():
