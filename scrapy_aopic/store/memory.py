@@ -1555,9 +1555,6 @@ class MemoryStore(FrontierStore):
             acc.cash = 0.0
 
 
-# -- checks of an exact snapshot (MemoryStore.restore) ---------------------------------------------
-
-
 def _rest(cash: float, paid: float) -> float:
     """What credits summing to ``paid`` leave of a visit's ``cash``, for
     lambda. Shares of the cash summed in another order can leave a rounding
@@ -1566,6 +1563,9 @@ def _rest(cash: float, paid: float) -> float:
     larger is the caller's, passed on as is."""
     rest = cash - paid
     return 0.0 if -1e-12 * cash < rest < 0.0 else rest
+
+
+# -- checks of an exact snapshot (MemoryStore.restore) ---------------------------------------------
 
 
 def checked_amount(value, what: str) -> float:
