@@ -205,9 +205,8 @@ def recall(trace) -> dict[str, float]:
             true = set(_true_partners(planner, changes, pages_at, url, previous, now))
             model = planner.cochange
             counts = model.partners.get(url, {})
-            seen = model.changes.get(url, 0) + 1  # as observe() will count it
-            least = max(model.min_count, model.threshold * seen)
-            learnt = {other for other, n in counts.items() if n >= least}
+            # the partners as observe() will find them, before it counts this change
+            learnt = set(model.partners_of(url, seen=model.changes.get(url, 0) + 1))
             sums["events"] += 1
             sums["true"] += len(true)
             sums["learnt"] += len(learnt)

@@ -98,7 +98,17 @@ class CoChangeModel:
                 self._count(url, other)
                 self._count(other, url)
         queue.append((url, previous, now))
-        seen = self.changes[url] = self.changes.get(url, 0) + 1
+        self.changes[url] = self.changes.get(url, 0) + 1
+        return self.partners_of(url, chance)
+
+    def partners_of(
+        self, url: str, chance: Callable[[str], float] | None = None, seen: int | None = None
+    ) -> list[str]:
+        """``url``'s partners now (``chance`` as in :meth:`observe`), or
+        as they would be after ``seen`` changes of it, without counting
+        anything."""
+        if seen is None:
+            seen = self.changes.get(url, 0)
         counts = self.partners.get(url)
         if not counts:
             return []

@@ -326,6 +326,19 @@ def score_fixed(
     return result
 
 
+def visit_due(planner, visit: Callable[[str, float], None], stop: float) -> None:
+    """Drive ``planner`` on a virtual clock until ``stop``: at each wake-up
+    (:meth:`~scrapy_aopic.recrawl.planner.RecrawlPlanner.next_wakeup`),
+    ``visit(url, now)`` every URL it releases as due, as the frontier would
+    fetch them."""
+    while True:
+        wake = planner.next_wakeup()
+        if wake is None or wake >= stop:
+            break
+        for url in planner.due(wake):
+            visit(url, wake)
+
+
 def run_planner(
     planner,
     hubs: Sequence[HubSpec],
@@ -371,12 +384,7 @@ def run_planner(
     for h in hubs:
         visit(h.url, start)
     fetches = {url: [] for url in fetches}  # the first crawl is not counted
-    while True:
-        wake = planner.next_wakeup()
-        if wake is None or wake >= stop:
-            break
-        for url in planner.due(wake):
-            visit(url, wake)
+    visit_due(planner, visit, stop)
     total = Result(getattr(planner, "model", "planner"))
     scored_from = start if measure_from is None else measure_from
     for h in hubs:

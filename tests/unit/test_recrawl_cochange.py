@@ -14,6 +14,7 @@ from scrapy_aopic.recrawl.cochange import CoChangeModel
 from scrapy_aopic.recrawl.planner import RecrawlPlanner
 from scrapy_aopic.recrawl.profile import DAY, HOUR
 from scrapy_aopic.recrawl.simulate import EPOCH_MONDAY as MONDAY
+from scrapy_aopic.recrawl.simulate import visit_due
 
 PAGES = 40
 SPAN = 200 * DAY
@@ -56,12 +57,7 @@ def drive(planner: RecrawlPlanner, pages: dict[str, list[float]], until: float, 
     for i, url in enumerate(pages):
         if url not in planner.pages:
             visit(url, start + i)
-    while True:
-        t = planner.next_wakeup()
-        if t is None or t >= until:
-            break
-        for url in planner.due(t):
-            visit(url, t)
+    visit_due(planner, visit, until)
     delays = []
     for url, changes in pages.items():
         times = fetched[url]
@@ -92,6 +88,10 @@ def test_partners_are_the_pages_whose_changed_windows_overlap_again_and_again():
     assert model.partners["a"]["b"] == 4 and model.partners["b"]["a"] == 4
     assert "c" not in model.partners.get("a", {}) and "c" not in model.partners
     assert model.partners["a"]["d"] == 1  # counted, but under the threshold
+    # read without counting: the same partners, nothing counted
+    seen = model.changes["a"]
+    assert model.partners_of("a") == ["b"] and model.changes["a"] == seen
+    assert model.partners_of("a", seen=100) == []  # 4 of 100 changes: under a quarter
     # Another host's windows never match.
     assert model.observe("x", "other", MONDAY - DAY, MONDAY + 30 * DAY) == []
     model.forget_page("a")
