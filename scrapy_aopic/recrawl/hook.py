@@ -124,6 +124,8 @@ def planner_from_settings(settings) -> RecrawlPlanner:
         and (budget is not None or budget_share is not None),
         cochange_share=aopic_settings.get_float(settings, "AOPIC_RECRAWL_COCHANGE_SHARE"),
         cochange_chance=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_COCHANGE_CHANCE"),
+        activity=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_ACTIVITY")
+        and (budget is not None or budget_share is not None),
         forest_retrain=aopic_settings.get_float(settings, "AOPIC_RECRAWL_FOREST_RETRAIN"),
     )
 
@@ -236,6 +238,10 @@ class RecrawlHook:
                 logger.info("aopic: co-change hints (AOPIC_RECRAWL_COCHANGE) need a revisit budget "
                             "(AOPIC_RECRAWL_BUDGET or AOPIC_RECRAWL_BUDGET_SHARE): off for this crawl")
                 hook._set("aopic/recrawl/cochange_off", 1)
+            if hook.planner.activity is None and aopic_settings.get_bool(settings, "AOPIC_RECRAWL_ACTIVITY"):
+                logger.info("aopic: host activity (AOPIC_RECRAWL_ACTIVITY) needs a revisit budget "
+                            "(AOPIC_RECRAWL_BUDGET or AOPIC_RECRAWL_BUDGET_SHARE): off for this crawl")
+                hook._set("aopic/recrawl/activity_off", 1)
             if hook.planner.cochange is None and aopic_settings.get_bool(settings, "AOPIC_RECRAWL_COCHANGE_CHANCE"):
                 logger.info("aopic: AOPIC_RECRAWL_COCHANGE_CHANCE ignored: the co-change hints are off")
                 hook._set("aopic/recrawl/cochange_chance_ignored", 1)
@@ -270,6 +276,9 @@ class RecrawlHook:
             self._set("aopic/recrawl/cochange_hints", p.hints)
             self._set("aopic/recrawl/cochange_hints_changed", p.hints_changed)
             self._set("aopic/recrawl/cochange_hints_skipped", p.hints_skipped)
+        if p.activity is not None:
+            self._set("aopic/recrawl/activity_spells", p.activity.spells_started)
+            self._set("aopic/recrawl/activity_replanned", p.activity_replanned)
         if not top_hubs:
             return
         self._set(

@@ -66,7 +66,10 @@ waiting cost equals that of a periodic revisit at that frequency.
 
 With ``cochange`` a revisit that finds a page changed also brings forward
 the revisits of the pages that usually change with it
-(:mod:`~scrapy_aopic.recrawl.cochange`), out of the same budget.
+(:mod:`~scrapy_aopic.recrawl.cochange`), out of the same budget. With
+``activity`` a host's pages are revisited more often while it is at work
+(a change found on it in the last day) and less while it is quiet
+(:mod:`~scrapy_aopic.recrawl.activity`), the same budget in the long run.
 
 Every planned interval is clamped to ``[min_interval, max_interval]``.
 """
@@ -83,6 +86,7 @@ from operator import mul
 from typing import Any, NamedTuple
 
 from . import checks
+from .activity import HostActivity
 from .budget import FreshnessAllocator
 from .burst import BurstModel
 from .cochange import CoChangeModel
@@ -244,6 +248,12 @@ class RecrawlPlanner:
         have shared.
     :param cochange_chance: measure that share above the partner's chance
         level (what it would share changing independently at its own rate).
+    :param activity: with a budget, learn when each host is at work
+        (:mod:`~scrapy_aopic.recrawl.activity`): a change found makes the
+        host active for a day; its pages are revisited more often while it
+        is active and less while it is quiet, by how much more its pages
+        change while active (the same budget, a weekly spend check keeping
+        it), and turning active brings their revisits forward.
     :param burst_boost: react to counts far above the expected (bursts):
         a count whose Poisson tail probability is below ``burst_p`` multiplies
         the page's rate by observed / expected (at most 10), a factor that
@@ -278,6 +288,7 @@ class RecrawlPlanner:
         cochange: bool = False,
         cochange_share: float = 0.25,
         cochange_chance: bool = False,
+        activity: bool = False,
         burst_boost: bool = True,
         burst_p: float = 0.01,
         burst_decay: float = 0.5,
@@ -301,10 +312,12 @@ class RecrawlPlanner:
             raise ValueError("set AOPIC_RECRAWL_BUDGET or AOPIC_RECRAWL_BUDGET_SHARE, not both")
         if budget is not None and not budget > 0:
             raise ValueError(f"AOPIC_RECRAWL_BUDGET must be > 0, got {budget!r}")
-        if burst and budget is None and budget_share is None:
+        if (burst or activity) and budget is None and budget_share is None:
             # Bursts change how the budget is split: without one there is
             # nothing to split, and ignoring the setting would be silent.
-            raise ValueError("AOPIC_RECRAWL_BURST needs AOPIC_RECRAWL_BUDGET or AOPIC_RECRAWL_BUDGET_SHARE")
+            raise ValueError(
+                f"AOPIC_RECRAWL_{'BURST' if burst else 'ACTIVITY'} needs AOPIC_RECRAWL_BUDGET or AOPIC_RECRAWL_BUDGET_SHARE"
+            )
         if budget_share is not None and not 0 < budget_share < 1:
             raise ValueError(f"AOPIC_RECRAWL_BUDGET_SHARE must be in (0, 1), got {budget_share!r}")
         self.min_interval = float(min_interval)
@@ -360,6 +373,12 @@ class RecrawlPlanner:
         #: revisits' worth spent by co-change hints, each weighted
         #: ``exp(-age / HINT_WINDOW)``, and when that was (for the budget)
         self._hint_clock: list[float] = [0.0, 0.0]
+        #: with ``activity``, the hosts' active and quiet spells, else ``None``
+        self.activity = HostActivity() if activity else None
+        #: revisits over about a week (weighted ``exp(-age / WEEK)``), when
+        #: counted, the factor on every page's frequency that keeps them at
+        #: the budget, when it was last checked, when counting began
+        self._spend: list[float | None] = [0.0, None, 1.0, None, None]
         self._solved_at: float | None = None
         self._solved_pages = 0
         self._plans_since_solve = 0
@@ -396,6 +415,7 @@ class RecrawlPlanner:
         self.hints = 0  #: revisits brought forward by a partner's change
         self.hints_changed = 0  #: of those, the ones that found a change
         self.hints_skipped = 0  #: not brought forward: hints at half the budget
+        self.activity_replanned = 0  #: revisits brought forward by a host turning active
 
     # -- profiles ---------------------------------------------------------------
 
@@ -453,6 +473,8 @@ class RecrawlPlanner:
         if record is None:
             key, site = profile_key(url)
             record = self.pages[url] = PageRecord(host, key, site, depth)
+            if self.activity is not None:
+                self.activity.add_page(site, url)
         else:
             record.host = host
         record.failures = 0
@@ -471,12 +493,76 @@ class RecrawlPlanner:
             changed = new_links > 0
         if previous is not None and now > previous:
             self._learn(url, record, previous, now, changed, new_links, not_modified, last_modified)
+        turned_active = False
+        if self.activity is not None:
+            if previous is not None:
+                self._count_revisit(now)
+            turned_active = self.activity.observe(record.site, previous, now, changed)
         record.last_visit = now if previous is None else max(now, previous)
         record.visits += 1
         due = self._schedule(url, record, now)
         if changed and self.cochange is not None and previous is not None and now > previous:
             self._hint_partners(url, record, previous, now)
+        if turned_active:
+            self._replan_host(url, record.site, now)
         return due
+
+    def _replan_host(self, url: str, site: str, now: float) -> None:
+        """``site`` turned active: bring forward each of its pages' revisits
+        to its last visit plus its period at the active frequency, when that
+        is earlier than planned (the others keep theirs: a page planned at a
+        quiet frequency is otherwise revisited at its old time)."""
+        pages = self.pages
+        for other in self.activity.pages_of(site):
+            record = pages.get(other)
+            if (
+                other == url
+                or record is None
+                or record.last_visit is None
+                or record.deadline is None
+                or record.deadline <= now
+                or record.rate <= 0
+            ):
+                continue
+            t = max(now, record.last_visit + 1.0 / self._frequency(record, now))
+            if t < record.deadline:
+                record.interval = t - record.last_visit
+                self.activity_replanned += 1
+                self._set_due(other, record, t, t)
+
+    def _frequency(self, record: PageRecord, now: float) -> float:
+        """Revisits per second of ``record`` by the budget's split, times
+        its host's activity multiplier and the spend check's factor."""
+        frequency = self.allocator.frequency(record.rate, record.weight)
+        if self.activity is not None:
+            frequency *= self.activity.multiplier(record.site, now) * self._spend[2]
+        return frequency
+
+    #: the spend check: how far the factor moves at one check (a power of
+    #: the ratio budget / spent) and its bounds
+    SPEND_GAIN = 0.5
+    SPEND_BOUNDS = (0.25, 4.0)
+
+    def _count_revisit(self, now: float) -> None:
+        """Count a revisit; once a day (after two weeks) move the factor
+        on every frequency so that what is spent over about a week meets
+        the budget: turning hosts active and quiet plans revisits at other
+        times than the split's, which spends neither exactly what the
+        split meant nor at its times."""
+        spend = self._spend
+        if spend[1] is not None:
+            spend[0] *= math.exp(-max(0.0, now - spend[1]) / WEEK)
+        spend[0] += 1.0
+        spend[1] = now
+        if spend[4] is None:
+            spend[3] = spend[4] = now
+        elif now - spend[3] >= DAY:
+            spend[3] = now
+            budget = self.budget_per_second()
+            if now - spend[4] > 2 * WEEK and budget:
+                low, high = self.SPEND_BOUNDS
+                ratio = budget * WEEK / spend[0]
+                spend[2] = min(high, max(low, spend[2] * ratio**self.SPEND_GAIN))
 
     #: the most of the budget co-change hints may spend
     HINT_SHARE = 0.5
@@ -718,6 +804,8 @@ class RecrawlPlanner:
         key, site = profile_key(url)
         record = self.pages[url] = PageRecord(host, key, site)
         record.last_visit = last_visit
+        if self.activity is not None:
+            self.activity.add_page(site, url)
         base = last_visit if last_visit is not None else now
         if self.model == "aopic":
             due = max(now, base + self.min_interval)
@@ -730,6 +818,8 @@ class RecrawlPlanner:
         record = self.pages.pop(url, None)
         if record is not None:
             record.due = None
+            if self.activity is not None:
+                self.activity.forget_page(record.site, url)
         if self.cochange is not None:
             self.cochange.forget_page(url)
 
@@ -792,7 +882,7 @@ class RecrawlPlanner:
             source, shape = self.shape_of(record)
             if self.allocator is not None:
                 self._maybe_rebalance(now)
-                period = 1.0 / self.allocator.frequency(rate, record.weight)
+                period = 1.0 / self._frequency(record, now)
                 table = (
                     self._timetable_for(source, shape, period, now)
                     if self.timetable
@@ -1129,7 +1219,7 @@ class RecrawlPlanner:
                 r.base_rate, r.hot_until, r.burst.to_state() if r.burst is not None else None,
             ]  # fmt: skip
         return {
-            "version": 5,
+            "version": 6,
             "pools": self._pools,
             "pool_base": self._pool_base,
             "mu": self.allocator.mu if self.allocator is not None else None,
@@ -1139,10 +1229,13 @@ class RecrawlPlanner:
             "burst": self.burst_model.to_state() if self.burst_model is not None else None,
             "cochange": self.cochange.to_state() if self.cochange is not None else None,
             "hint_clock": self._hint_clock,
+            "activity": self.activity.to_state() if self.activity is not None else None,
+            "spend": self._spend,
             "counters": [
                 self.revisits, self.changed, self.unchanged, self.not_modified,
                 self.new_links_on_revisits, self.bursts,
                 self.hints, self.hints_changed, self.hints_skipped,
+                self.activity_replanned,
             ],  # fmt: skip
         }
 
@@ -1155,7 +1248,7 @@ class RecrawlPlanner:
         (the re-crawl hook then starts afresh, as it says)."""
         state = checks.mapping(state, "state")
         version = state.get("version")
-        if version not in (3, 4, 5):  # 3: before the burst model, 4: before co-changes
+        if version not in (3, 4, 5, 6):  # 3: before bursts, 4: before co-changes, 5: before activity
             raise ValueError(f"unknown recrawl state version {version!r}")
         pages: dict[str, PageRecord] = {}
         heap: list[tuple[float, str]] = []
@@ -1195,12 +1288,22 @@ class RecrawlPlanner:
                     checks.number(clock[0], "hint weight"),
                     checks.number(clock[1], "hint time", -checks.TIME, checks.TIME),
                 ]
+        activity = self.activity
+        spend: list[float | None] = [0.0, None, 1.0, None, None]
+        if activity is not None:
+            # saved without activity: start learning it afresh
+            activity = HostActivity()
+            if state.get("activity") is not None:
+                activity.load_state(state["activity"])
+                spend = self._spend_from_state(state.get("spend"))
+            for url, r in pages.items():
+                activity.add_page(r.site, url)
         mu = checks.optional(state.get("mu"), "budget multiplier mu")
         counters = state.get("counters")
-        size = 9 if version >= 5 else 6
+        size = {6: 10, 5: 9}.get(version, 6)
         if not isinstance(counters, list) or len(counters) != size:
             raise ValueError(f"recrawl state: counters {counters!r} are not {size} counts"[:200])
-        counters = [checks.count(c, "counter") for c in counters] + [0] * (9 - size)
+        counters = [checks.count(c, "counter") for c in counters] + [0] * (10 - size)
         # -- everything read: installed at once
         self.pages, self._heap = pages, heap
         self.profiles, self.day_profiles = profiles, day_profiles
@@ -1208,11 +1311,29 @@ class RecrawlPlanner:
         self._pools, self._pool_base = pools, pool_base
         self.burst_model = burst_model
         self.cochange, self._hint_clock = cochange, hint_clock
+        self.activity, self._spend = activity, spend
         if self.allocator is not None:
             self.allocator.mu = mu
         (self.revisits, self.changed, self.unchanged, self.not_modified,
          self.new_links_on_revisits, self.bursts,
-         self.hints, self.hints_changed, self.hints_skipped) = counters  # fmt: skip
+         self.hints, self.hints_changed, self.hints_skipped,
+         self.activity_replanned) = counters  # fmt: skip
+
+    @classmethod
+    def _spend_from_state(cls, spend: Any) -> list[float | None]:
+        if not isinstance(spend, list) or len(spend) != 5:
+            raise ValueError(f"recrawl state: spend {spend!r} is not [count, time, factor, checked, since]"[:200])
+        low, high = cls.SPEND_BOUNDS
+        spend = [
+            checks.number(spend[0], "revisits spent"),
+            checks.time(spend[1], "revisits spent: time"),
+            checks.number(spend[2], "spend factor", low, high),
+            checks.time(spend[3], "spend checked"),
+            checks.time(spend[4], "spend counted since"),
+        ]
+        if (spend[3] is None) != (spend[4] is None) or (spend[4] is not None and spend[1] is None):
+            raise ValueError(f"recrawl state: spend {spend!r}: checked, counted since and time go together"[:200])
+        return spend
 
     def _page_from_state(self, url: str, f: Any, version: int) -> PageRecord:
         """One page of :meth:`to_state`, each field checked."""

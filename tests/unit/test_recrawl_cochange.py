@@ -148,6 +148,22 @@ def test_hints_spend_at_most_their_share_of_the_budget():
     assert revisits == pytest.approx(PAGES * SPAN / DAY, rel=0.03)
 
 
+def each_refused(state: dict, new_planner, cases) -> None:
+    """Each ``(path, value, match)``: ``state`` with the value at ``path``
+    replaced is refused by a new planner's ``load_state`` with a
+    ``ValueError`` matching ``match``, and nothing of it is loaded."""
+    for path, value, match in cases:
+        bad = json.loads(json.dumps(state))
+        target = bad
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = value
+        r = new_planner()
+        with pytest.raises(ValueError, match=match):
+            r.load_state(bad)
+        assert not r.pages  # all or nothing
+
+
 def test_cochange_state_is_saved_restored_and_checked_on_load():
     pages = commits(3)
     p = planner(True)
@@ -162,21 +178,12 @@ def test_cochange_state_is_saved_restored_and_checked_on_load():
     q.rebalance_now(now)
     later = MONDAY + 140 * DAY
     assert drive(p, pages, later, now) == drive(q, pages, later, now)
-    for path, value, match in [
+    each_refused(state, lambda: planner(True), [
         (("cochange", "partners"), [], "co-change partners"),
         (("cochange", "changes", next(iter(state["cochange"]["changes"]))), -1, "changes of"),
         (("cochange", "recent", next(iter(state["cochange"]["recent"]))), {"a": 1}, "windows"),
         (("hint_clock",), [1.0], "hint clock"),
-    ]:
-        bad = json.loads(json.dumps(state))
-        target = bad
-        for key in path[:-1]:
-            target = target[key]
-        target[path[-1]] = value
-        r = planner(True)
-        with pytest.raises(ValueError, match=match):
-            r.load_state(bad)
-        assert not r.pages  # all or nothing
+    ])
 
 
 def test_state_saved_before_cochanges_still_loads():
