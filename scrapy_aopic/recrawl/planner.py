@@ -512,7 +512,9 @@ class RecrawlPlanner:
         to its last visit plus its period at the active frequency, when that
         is earlier than planned (the others keep theirs: a page planned at a
         quiet frequency is otherwise revisited at its old time)."""
-        pages = self.pages
+        pages, frequency = self.pages, self.allocator.frequency
+        # every page of the host gets the same factor: computed once
+        factor = self.activity.multiplier(site, now) * self._spend[2]
         for other in self.activity.pages_of(site):
             record = pages.get(other)
             if (
@@ -524,7 +526,7 @@ class RecrawlPlanner:
                 or record.rate <= 0
             ):
                 continue
-            t = max(now, record.last_visit + 1.0 / self._frequency(record, now))
+            t = max(now, record.last_visit + 1.0 / (frequency(record.rate, record.weight) * factor))
             if t < record.deadline:
                 record.interval = t - record.last_visit
                 self.activity_replanned += 1
