@@ -800,11 +800,12 @@ define("AOPIC_RECRAWL_ACTIVITY", True, "recrawl", """
     the square root of how much more often its pages change while active
     (learnt per host, between half and four times; a host whose changes do
     not come in spells is revisited as before), with the same budget in
-    the long run (a daily check of the last week's revisits keeps it), and
+    the long run (a daily check of the last week's revisits keeps it near:
+    on the real traces up to 3 % over, against up to 1.4 % without), and
     a host turning active brings its pages' revisits forward. Stats
     ``aopic/recrawl/activity_spells``, ``aopic/recrawl/activity_replanned``.
     On since its judgement on 13 real traces at five budgets (against the
-    default before it: shorter on 9, longer or staler beyond noise on none;
+    default before it: shorter on 10, longer or staler beyond noise on none;
     delay targets met 7 -> 10 of 13, the Rust book 0.913 -> 0.665 and the
     packaging guide 0.940 -> 0.646 of the best fixed interval's delay;
     ``docs/recrawl.rst``).""")
