@@ -46,11 +46,12 @@ DAY = 86400.0
 class HostState:
     """What :class:`HostActivity` knows of one host."""
 
-    __slots__ = ("until", "spells", "since", "active_time", "exposure", "changes")
+    __slots__ = ("spells", "since", "active_time", "exposure", "changes")
 
     def __init__(self, since: float):
-        self.until: float | None = None  #: active until then (``None``: never active)
-        self.spells: list[list[float]] = []  #: recent active spells ``[start, end]``, oldest first
+        #: recent active spells ``[start, end]``, oldest first (the last is
+        #: always kept: its end is when the host stops being active)
+        self.spells: list[list[float]] = []
         self.since = since  #: first seen
         self.active_time = 0.0  #: seconds active in spells already pruned
         #: page-seconds watched while active and while quiet
@@ -58,8 +59,13 @@ class HostState:
         #: changes found, split the same way
         self.changes = [0.0, 0.0]
 
+    @property
+    def until(self) -> float | None:
+        """Active until then (``None``: never active)."""
+        return self.spells[-1][1] if self.spells else None
+
     def active(self, now: float) -> bool:
-        return self.until is not None and now < self.until
+        return bool(self.spells) and now < self.spells[-1][1]
 
     def overlap(self, start: float, end: float) -> float:
         """Seconds of ``(start, end]`` the host was active."""
@@ -153,9 +159,8 @@ class HostActivity:
             return False
         until = now + self.window
         if state.active(now):
-            state.until = state.spells[-1][1] = max(until, state.until)
+            state.spells[-1][1] = max(until, state.spells[-1][1])
             return False
-        state.until = until
         state.spells.append([now, until])
         self._prune(state, now)
         self.spells_started += 1
@@ -201,7 +206,7 @@ class HostActivity:
         """How many times as often as the budget's split says to revisit
         a page of ``host`` planned at ``now``."""
         state = self.hosts.get(host)
-        if state is None or state.until is None:
+        if state is None or not state.spells:
             return 1.0
         ratio = self.ratio(host)
         if ratio == 1.0:
@@ -215,7 +220,7 @@ class HostActivity:
     def to_state(self) -> dict:
         return {
             "hosts": {
-                host: [s.until, s.spells, s.since, s.active_time, s.exposure, s.changes]
+                host: [s.spells, s.since, s.active_time, s.exposure, s.changes]
                 for host, s in self.hosts.items()
             },
             "spells_started": self.spells_started,
@@ -228,22 +233,19 @@ class HostActivity:
         state = checks.mapping(state, "host activity")
         hosts = {}
         for host, f in checks.mapping(state.get("hosts"), "host activity").items():
-            if not isinstance(f, list) or len(f) != 6:
+            if not isinstance(f, list) or len(f) != 5:
                 raise ValueError(f"recrawl state: activity of {host!r} is not a host record"[:200])
-            s = HostState(checks.number(f[2], f"activity of {host}: since", -checks.TIME, checks.TIME))
-            s.until = checks.time(f[0], f"activity of {host}: active until")
-            if not isinstance(f[1], list):
+            s = HostState(checks.number(f[1], f"activity of {host}: since", -checks.TIME, checks.TIME))
+            if not isinstance(f[0], list):
                 raise ValueError(f"recrawl state: spells of {host!r} are not a list"[:200])
-            for spell in f[1][-self.max_spells :]:
+            for spell in f[0][-self.max_spells :]:
                 start, end = checks.numbers(spell, f"activity of {host}: spell", 2, -checks.TIME, checks.TIME)
                 if end < start or (s.spells and start < s.spells[-1][1] - 1e-6):
                     raise ValueError(f"recrawl state: spells of {host!r} are not in order"[:200])
                 s.spells.append([start, end])
-            if s.until is not None and s.spells and s.until != s.spells[-1][1]:
-                raise ValueError(f"recrawl state: activity of {host!r} ends apart from its last spell"[:200])
-            s.active_time = checks.number(f[3], f"activity of {host}: active time")
-            s.exposure = checks.numbers(f[4], f"activity of {host}: exposure", 2)
-            s.changes = checks.numbers(f[5], f"activity of {host}: changes", 2)
+            s.active_time = checks.number(f[2], f"activity of {host}: active time")
+            s.exposure = checks.numbers(f[3], f"activity of {host}: exposure", 2)
+            s.changes = checks.numbers(f[4], f"activity of {host}: changes", 2)
             hosts[host] = s
         started = checks.count(state.get("spells_started"), "activity spells started")
         self.hosts, self.spells_started = hosts, started

@@ -92,6 +92,9 @@ def planner_from_settings(settings) -> RecrawlPlanner:
     model = get(settings, "AOPIC_RECRAWL_MODEL")
     budget = aopic_settings.get_optional_float(settings, "AOPIC_RECRAWL_BUDGET")
     budget_share = aopic_settings.get_optional_float(settings, "AOPIC_RECRAWL_BUDGET_SHARE")
+    # Judged with a budget only (docs/recrawl.rst): without one the hints
+    # and the activity model are off, and from_crawler says so.
+    has_budget = budget is not None or budget_share is not None
     if model == "forest":
         from .forest import INSTALL_HINT, forest_available
 
@@ -119,13 +122,10 @@ def planner_from_settings(settings) -> RecrawlPlanner:
         likely_first=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_LIKELY_FIRST"),
         burst=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_BURST"),
         burst_window=aopic_settings.get_float(settings, "AOPIC_RECRAWL_BURST_WINDOW"),
-        # Judged with a budget only (docs/recrawl.rst); from_crawler says so.
-        cochange=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_COCHANGE")
-        and (budget is not None or budget_share is not None),
+        cochange=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_COCHANGE") and has_budget,
         cochange_share=aopic_settings.get_float(settings, "AOPIC_RECRAWL_COCHANGE_SHARE"),
         cochange_chance=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_COCHANGE_CHANCE"),
-        activity=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_ACTIVITY")
-        and (budget is not None or budget_share is not None),
+        activity=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_ACTIVITY") and has_budget,
         forest_retrain=aopic_settings.get_float(settings, "AOPIC_RECRAWL_FOREST_RETRAIN"),
     )
 

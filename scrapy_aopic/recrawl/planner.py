@@ -87,7 +87,7 @@ from typing import Any, NamedTuple
 
 from . import checks
 from .activity import HostActivity
-from .budget import FreshnessAllocator
+from .budget import FreshnessAllocator, SpendCheck
 from .burst import BurstModel
 from .cochange import CoChangeModel
 from .estimators import TimedChangeHistory, poisson_tail
@@ -375,10 +375,9 @@ class RecrawlPlanner:
         self._hint_clock: list[float] = [0.0, 0.0]
         #: with ``activity``, the hosts' active and quiet spells, else ``None``
         self.activity = HostActivity() if activity else None
-        #: revisits over about a week (weighted ``exp(-age / WEEK)``), when
-        #: counted, the factor on every page's frequency that keeps them at
-        #: the budget, when it was last checked, when counting began
-        self._spend: list[float | None] = [0.0, None, 1.0, None, None]
+        #: with ``activity``, the factor on every frequency that keeps the
+        #: revisits at the budget
+        self.spend_check = SpendCheck()
         self._solved_at: float | None = None
         self._solved_pages = 0
         self._plans_since_solve = 0
@@ -496,7 +495,7 @@ class RecrawlPlanner:
         turned_active = False
         if self.activity is not None:
             if previous is not None:
-                self._count_revisit(now)
+                self.spend_check.count(now, self.budget_per_second())
             turned_active = self.activity.observe(record.site, previous, now, changed)
         record.last_visit = now if previous is None else max(now, previous)
         record.visits += 1
@@ -514,7 +513,7 @@ class RecrawlPlanner:
         quiet frequency is otherwise revisited at its old time)."""
         pages, frequency = self.pages, self.allocator.frequency
         # every page of the host gets the same factor: computed once
-        factor = self.activity.multiplier(site, now) * self._spend[2]
+        factor = self.activity.multiplier(site, now) * self.spend_check.factor
         for other in self.activity.pages_of(site):
             record = pages.get(other)
             if (
@@ -537,39 +536,8 @@ class RecrawlPlanner:
         its host's activity multiplier and the spend check's factor."""
         frequency = self.allocator.frequency(record.rate, record.weight)
         if self.activity is not None:
-            frequency *= self.activity.multiplier(record.site, now) * self._spend[2]
+            frequency *= self.activity.multiplier(record.site, now) * self.spend_check.factor
         return frequency
-
-    #: the spend check: the factor moves by ``1 + SPEND_GAIN * (1 - spent /
-    #: budget)`` at a daily check (the error itself, not a power of the
-    #: ratio budget / spent, which balances the geometric mean of a spend
-    #: that swings with the hosts' spells: 1-3 % over on the real traces,
-    #: the factor swinging 0.25 to 2.6); small, as what is spent is
-    #: measured over a week (a loop that lags a week, checked daily,
-    #: settles without swinging at about 1/28 to 1/20 a day)
-    SPEND_GAIN = 0.05
-    SPEND_BOUNDS = (0.25, 4.0)
-
-    def _count_revisit(self, now: float) -> None:
-        """Count a revisit; once a day (after two weeks) move the factor
-        on every frequency so that what is spent over about a week meets
-        the budget: turning hosts active and quiet plans revisits at other
-        times than the split's, which spends neither exactly what the
-        split meant nor at its times."""
-        spend = self._spend
-        if spend[1] is not None:
-            spend[0] *= math.exp(-max(0.0, now - spend[1]) / WEEK)
-        spend[0] += 1.0
-        spend[1] = now
-        if spend[4] is None:
-            spend[3] = spend[4] = now
-        elif now - spend[3] >= DAY:
-            spend[3] = now
-            budget = self.budget_per_second()
-            if now - spend[4] > 2 * WEEK and budget:
-                low, high = self.SPEND_BOUNDS
-                error = 1.0 - spend[0] / (budget * WEEK)
-                spend[2] = min(high, max(low, spend[2] * max(0.5, 1.0 + self.SPEND_GAIN * error)))
 
     #: the most of the budget co-change hints may spend
     HINT_SHARE = 0.5
@@ -1237,7 +1205,7 @@ class RecrawlPlanner:
             "cochange": self.cochange.to_state() if self.cochange is not None else None,
             "hint_clock": self._hint_clock,
             "activity": self.activity.to_state() if self.activity is not None else None,
-            "spend": self._spend,
+            "spend": self.spend_check.to_state(),
             "counters": [
                 self.revisits, self.changed, self.unchanged, self.not_modified,
                 self.new_links_on_revisits, self.bursts,
@@ -1296,13 +1264,13 @@ class RecrawlPlanner:
                     checks.number(clock[1], "hint time", -checks.TIME, checks.TIME),
                 ]
         activity = self.activity
-        spend: list[float | None] = [0.0, None, 1.0, None, None]
+        spend_check = SpendCheck()
         if activity is not None:
             # saved without activity: start learning it afresh
             activity = HostActivity()
             if state.get("activity") is not None:
                 activity.load_state(state["activity"])
-                spend = self._spend_from_state(state.get("spend"))
+                spend_check.load_state(state.get("spend"))
             for url, r in pages.items():
                 activity.add_page(r.site, url)
         mu = checks.optional(state.get("mu"), "budget multiplier mu")
@@ -1318,29 +1286,13 @@ class RecrawlPlanner:
         self._pools, self._pool_base = pools, pool_base
         self.burst_model = burst_model
         self.cochange, self._hint_clock = cochange, hint_clock
-        self.activity, self._spend = activity, spend
+        self.activity, self.spend_check = activity, spend_check
         if self.allocator is not None:
             self.allocator.mu = mu
         (self.revisits, self.changed, self.unchanged, self.not_modified,
          self.new_links_on_revisits, self.bursts,
          self.hints, self.hints_changed, self.hints_skipped,
          self.activity_replanned) = counters  # fmt: skip
-
-    @classmethod
-    def _spend_from_state(cls, spend: Any) -> list[float | None]:
-        if not isinstance(spend, list) or len(spend) != 5:
-            raise ValueError(f"recrawl state: spend {spend!r} is not [count, time, factor, checked, since]"[:200])
-        low, high = cls.SPEND_BOUNDS
-        spend = [
-            checks.number(spend[0], "revisits spent"),
-            checks.time(spend[1], "revisits spent: time"),
-            checks.number(spend[2], "spend factor", low, high),
-            checks.time(spend[3], "spend checked"),
-            checks.time(spend[4], "spend counted since"),
-        ]
-        if (spend[3] is None) != (spend[4] is None) or (spend[4] is not None and spend[1] is None):
-            raise ValueError(f"recrawl state: spend {spend!r}: checked, counted since and time go together"[:200])
-        return spend
 
     def _page_from_state(self, url: str, f: Any, version: int) -> PageRecord:
         """One page of :meth:`to_state`, each field checked."""

@@ -16,7 +16,7 @@ from scrapy_aopic.recrawl.planner import RecrawlPlanner
 from scrapy_aopic.recrawl.profile import DAY
 from scrapy_aopic.recrawl.simulate import EPOCH_MONDAY as MONDAY
 
-from .test_recrawl_cochange import PAGES, SPAN, drive, each_refused
+from .test_recrawl_cochange import PAGES, SPAN, drive, each_refused, round_trip
 
 
 def spells(seed: int, every: float = 20 * DAY, length: float = 2 * DAY, hot: float = 1 / DAY,
@@ -120,7 +120,7 @@ def test_without_the_spend_check_the_budget_is_missed():
     pages = spells(1)
     budget = PAGES * (SPAN / DAY)
     p = planner(True)
-    p.SPEND_BOUNDS = (1.0, 1.0)
+    p.spend_check.bounds = (1.0, 1.0)
     revisits, _ = drive(p, pages, until=MONDAY + SPAN)
     q = planner(True)
     checked, _ = drive(q, pages, until=MONDAY + SPAN)
@@ -129,23 +129,17 @@ def test_without_the_spend_check_the_budget_is_missed():
 
 def test_activity_state_is_saved_restored_and_checked_on_load():
     pages = spells(3)
-    p = planner(True)
-    drive(p, pages, until=MONDAY + 120 * DAY)
-    state = json.loads(json.dumps(p.to_state()))
-    q = planner(True)
-    q.load_state(state)
-    assert q.activity.to_state() == p.activity.to_state() and q._spend == p._spend
+    now = MONDAY + 120 * DAY
+    p, q, state = round_trip(lambda: planner(True), pages, now)
+    assert q.activity.to_state() == p.activity.to_state() and q.spend_check.to_state() == p.spend_check.to_state()
     assert q.activity_replanned == p.activity_replanned
     assert q.activity.pages_of("h1.example") == p.activity.pages_of("h1.example")
-    now = MONDAY + 120 * DAY
-    p.rebalance_now(now)
-    q.rebalance_now(now)
     later = MONDAY + 140 * DAY
     assert drive(p, pages, later, now) == drive(q, pages, later, now)
     host = next(iter(state["activity"]["hosts"]))
     each_refused(state, lambda: planner(True), [
-        (("activity", "hosts", host, 1), [[2.0, 1.0]], "spells of"),
-        (("activity", "hosts", host, 4), [1.0], "exposure"),
+        (("activity", "hosts", host, 0), [[2.0, 1.0]], "spells of"),
+        (("activity", "hosts", host, 3), [1.0], "exposure"),
         (("activity", "hosts", host), [1.0], "not a host record"),
         (("activity", "spells_started"), -1, "spells started"),
         (("spend",), [0.0, None, 99.0, None, None], "spend factor"),

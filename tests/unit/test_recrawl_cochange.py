@@ -164,18 +164,26 @@ def each_refused(state: dict, new_planner, cases) -> None:
         assert not r.pages  # all or nothing
 
 
+def round_trip(new_planner, pages: dict[str, list[float]], until: float):
+    """A planner driven until ``until``, its state as the file holds it,
+    and a new planner loaded from that state; both solved at ``until``,
+    ready to plan on alike."""
+    p = new_planner()
+    drive(p, pages, until=until)
+    state = json.loads(json.dumps(p.to_state()))
+    q = new_planner()
+    q.load_state(state)
+    p.rebalance_now(until)
+    q.rebalance_now(until)
+    return p, q, state
+
+
 def test_cochange_state_is_saved_restored_and_checked_on_load():
     pages = commits(3)
-    p = planner(True)
-    drive(p, pages, until=MONDAY + 120 * DAY)
-    state = json.loads(json.dumps(p.to_state()))
-    q = planner(True)
-    q.load_state(state)
+    now = MONDAY + 120 * DAY
+    p, q, state = round_trip(lambda: planner(True), pages, now)
     assert q.cochange.partners == p.cochange.partners and q.cochange.changes == p.cochange.changes
     assert (q.hints, q.hints_changed, q.hints_skipped) == (p.hints, p.hints_changed, p.hints_skipped)
-    now = MONDAY + 120 * DAY
-    p.rebalance_now(now)
-    q.rebalance_now(now)
     later = MONDAY + 140 * DAY
     assert drive(p, pages, later, now) == drive(q, pages, later, now)
     each_refused(state, lambda: planner(True), [

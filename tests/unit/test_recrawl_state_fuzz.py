@@ -74,7 +74,7 @@ def _kind(path: tuple) -> tuple:
             key = "*"
         elif path[0] == "cochange" and (depth == 2 or (depth == 3 and path[1] in ("recent", "partners"))):
             key = "*"  # a host's windows, a page's partners or count; a window, a partner
-        elif path[0] == "activity" and (depth == 2 or (depth == 4 and path[3] == 1)):
+        elif path[0] == "activity" and (depth == 2 or (depth == 4 and path[3] == 0)):
             key = "*"  # a host's record; one of its spells
         kind.append(key)
     return tuple(kind)
