@@ -7,10 +7,11 @@ times a host is at work and takes them from its quiet times, and a spend
 check keeps the *long-run* spend near the budget. This prints how far the
 spend strays over shorter spans: one run of the planner per trace, driven
 as ``bench_recrawl_traces.py`` drives it (``run_planner``), with the
-settings of ``--set``; for each block of ``--days`` days (the first and the
-last, partial, left out) the revisits a page a day, as a share of the
-budget, and their least, median and largest over the blocks, and over the
-whole run::
+settings of ``--set``; for each block of ``--days`` days (the first, while
+the planner has seen little, and the last, partial, left out) the
+revisits a page a day, as a share of the budget, and their least, median
+and largest over the blocks, and over the whole run (the half year of
+history included, which ``bench_recrawl_traces.py`` does not score)::
 
     .venv/bin/python benchmarks/recrawl_spend.py --trace sphinx-src --trace rust-book --trace debian
     # the same with --set ACTIVITY=false

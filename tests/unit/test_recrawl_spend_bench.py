@@ -22,6 +22,6 @@ def test_blocks_count_each_whole_block_against_the_budget(spend):
     times += [25 * DAY + i for i in range(3)]
     shares, whole = spend.blocks(times, pages=10, budget=1.0, days=5)
     assert shares == pytest.approx([1.0, 2.0, 1.0, 1.0])  # blocks 1..4 (block 0 and 5 left out)
-    assert whole == pytest.approx((300 + 3) / (10 * (25 * DAY + 2 - 0) / DAY))
+    assert whole == pytest.approx(303 / (10 * (25 * DAY + 2) / DAY))  # first to last revisit
     # half the budget: every share doubles
     assert spend.blocks(times, pages=10, budget=0.5, days=5)[0] == pytest.approx([2.0, 4.0, 2.0, 2.0])
