@@ -178,8 +178,9 @@ class HostActivity:
     def ratio(self, host: str) -> float:
         """``M_a / M_q`` of ``host``: ``sqrt(lift)`` within the bounds."""
         state = self.hosts.get(host)
-        if state is None:
-            return 1.0
+        return 1.0 if state is None else self._ratio(state)
+
+    def _ratio(self, state: HostState) -> float:
         (active, quiet), (changed_active, changed_quiet) = state.exposure, state.changes
         if active <= 0 or quiet <= 0:
             return 1.0
@@ -194,8 +195,9 @@ class HostActivity:
         """The share of the time ``host`` has been active (one half until
         it has been watched ``MIN_WATCHED``)."""
         state = self.hosts.get(host)
-        if state is None:
-            return 0.5
+        return 0.5 if state is None else self._share(state, now)
+
+    def _share(self, state: HostState, now: float) -> float:
         watched = now - state.since
         if watched <= self.MIN_WATCHED:
             return 0.5
@@ -208,10 +210,10 @@ class HostActivity:
         state = self.hosts.get(host)
         if state is None or not state.spells:
             return 1.0
-        ratio = self.ratio(host)
+        ratio = self._ratio(state)
         if ratio == 1.0:
             return 1.0
-        share = self.share_active(host, now)
+        share = self._share(state, now)
         quiet = 1.0 / (share * ratio + 1.0 - share)
         return ratio * quiet if state.active(now) else quiet
 

@@ -512,8 +512,7 @@ class RecrawlPlanner:
         is earlier than planned (the others keep theirs: a page planned at a
         quiet frequency is otherwise revisited at its old time)."""
         pages, frequency = self.pages, self.allocator.frequency
-        # every page of the host gets the same factor: computed once
-        factor = self.activity.multiplier(site, now) * self.spend_check.factor
+        factor = self._activity_factor(site, now)  # the same for every page of the host
         for other in self.activity.pages_of(site):
             record = pages.get(other)
             if (
@@ -536,8 +535,13 @@ class RecrawlPlanner:
         its host's activity multiplier and the spend check's factor."""
         frequency = self.allocator.frequency(record.rate, record.weight)
         if self.activity is not None:
-            frequency *= self.activity.multiplier(record.site, now) * self.spend_check.factor
+            frequency *= self._activity_factor(record.site, now)
         return frequency
+
+    def _activity_factor(self, site: str, now: float) -> float:
+        """Activity's factor on the frequencies of ``site``'s pages: its
+        multiplier now times the spend check's factor."""
+        return self.activity.multiplier(site, now) * self.spend_check.factor
 
     #: the most of the budget co-change hints may spend
     HINT_SHARE = 0.5
