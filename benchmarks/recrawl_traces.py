@@ -45,6 +45,11 @@ traces are stored compactly in ``benchmarks/data/recrawl_traces.json.gz``
         --add rust-by-example=/work/.mirror/rust-lang+rust-by-example/repo \\
         --add flask-docs=/work/.mirror/pallets+flask/repo \\
         --add fastapi-docs=/work/.mirror/fastapi+fastapi/repo   # the co-change hints' held-out check
+    .venv/bin/python benchmarks/recrawl_traces.py --out benchmarks/data/recrawl_traces_heldout2.json.gz \\
+        --add rust-rfcs=/work/.mirror/rust-lang+rfcs/repo \\
+        --add httpx-docs=/work/.mirror/encode+httpx/repo \\
+        --add pydantic-docs=/work/.mirror/pydantic+pydantic/repo \\
+        --add mypy-docs=/work/.mirror/python+mypy/repo   # host activity's held-out check
 """
 
 from __future__ import annotations
@@ -113,6 +118,13 @@ GIT_SOURCES = {
     "tidb-operator": ("", ".md", "docs-tidb-operator.example"),
     "milvus-docs": ("", ".md", "milvus.example"),
     "vue-docs-zh": ("src/", ".md", "cn.vuejs.example"),
+    # In HELDOUT2, a second held-out set added after host activity shipped
+    # (never used to settle anything): Rust's RFCs (a proposal process like
+    # the PEPs), HTTPX's, Pydantic's and mypy's documentation.
+    "rust-rfcs": ("text/", ".md", "rfcs.example"),
+    "httpx-docs": ("docs/", ".md", "httpx.example"),
+    "pydantic-docs": ("docs/", ".md", "pydantic.example"),
+    "mypy-docs": ("docs/source/", ".rst", "mypy.example"),
 }
 #: git_trace options of some sources: the docs-cn snapshot lacks some
 #: blobs that rename detection reads
