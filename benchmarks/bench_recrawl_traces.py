@@ -13,6 +13,14 @@ slot); it is told only changed / unchanged at each visit (and, in the
 ``+Last-Modified`` row, the server's ``Last-Modified``). The first half
 year is history (learnt online, not scored); the rest is scored.
 
+A page of a fixture with births (``recrawl_creations.py`` writes them,
+option ``--births-out``) that is created inside the trace is found at its
+birth (the crawl would follow a link to it), never fetched before it, its creation is not a
+change, and it is scored only while it exists; the other policies fetch
+it at its birth too, then on their grid, and spend their cost over the
+page-seconds alive (the births' fetches apart). Without births every page
+exists from the start, as before (the same figures to the byte).
+
 Every other policy gets the planner's measured cost (fetches in the scored
 period) and revisits each page periodically:
 
@@ -95,9 +103,16 @@ def score(trace: Trace, fetches: dict[str, list[float]], a: float, b: float) -> 
     start included) on ``[a, b)``."""
     n_fetch = hits = n_change = 0
     delay = stale = age = 0.0
+    span = 0.0
     for page in trace.pages:
         times = fetches[page.url]
         changes = page.changes
+        # A page born inside the trace is scored from its birth (its
+        # creation is not a change: a crawler finds it through links).
+        start = a if page.born is None else max(a, page.born)
+        if start >= b:
+            continue
+        span += b - start
         for c in changes:
             if a <= c < b:
                 i = bisect.bisect_left(times, c)
@@ -122,8 +137,7 @@ def score(trace: Trace, fetches: dict[str, list[float]], a: float, b: float) -> 
             lo = max(changes[j], a)
             stale += b - lo
             age += 0.5 * ((b - changes[j]) ** 2 - (lo - changes[j]) ** 2)
-    span = (b - a) * len(trace.pages)
-    return Score(n_fetch, hits, n_change, delay / max(n_change, 1), 1 - stale / span, age / span)
+    return Score(n_fetch, hits, n_change, delay / max(n_change, 1), 1 - stale / max(span, 1.0), age / max(span, 1.0))
 
 
 # -- the planner, driven as the frontier drives it ------------------------------------
@@ -201,16 +215,23 @@ def run_planner(
         spent += timer() - t0
         visits += 1
 
-    # The first crawl: every page once, one host gap apart.
-    for i, page in enumerate(trace.pages):
+    # The first crawl: every page that exists once, one host gap apart;
+    # a page born later is found (through links) and fetched at its birth.
+    births = sorted((p.born, p.url) for p in trace.pages if p.born is not None and p.born > trace.start)
+    born_later = {url for _, url in births}
+    for i, page in enumerate(p for p in trace.pages if p.url not in born_later):
         clock[0] = trace.start + i * HOST_GAP / 10
         visit(page.url, clock[0])
+    next_birth = 0
 
     def ready(host: str) -> bool:
         return host_free.get(host, -math.inf) <= clock[0]
 
     end = trace.end + 7 * DAY
     while clock[0] < end:
+        while next_birth < len(births) and births[next_birth][0] <= clock[0]:
+            visit(births[next_birth][1], clock[0])
+            next_birth += 1
         while True:
             t0 = timer()
             lease = hook.next_lease(store, ready)
@@ -220,6 +241,8 @@ def run_planner(
             host_free[lease.host] = clock[0] + HOST_GAP
             visit(lease.url, clock[0])
         wake = planner.next_wakeup() or end
+        if next_birth < len(births):
+            wake = min(wake, births[next_birth][0])
         if len(hook.overdue):
             wake = min(wake, max(clock[0] + 1.0, min(host_free.values())))
         clock[0] = max(wake, clock[0] + 1e-3)
@@ -235,6 +258,12 @@ def periodic(trace: Trace, intervals: list[float], phases: list[float]) -> dict[
     for page, interval, phase in zip(trace.pages, intervals, phases):
         times = [trace.start]
         t = trace.start + phase
+        if page.born is not None and page.born > trace.start:
+            # found at its birth, then on the same grid as if it had existed
+            times = [page.born]
+            t += math.ceil((page.born - t) / interval) * interval
+            if t <= page.born:
+                t += interval
         while t < end:
             times.append(t)
             t += interval
@@ -243,14 +272,26 @@ def periodic(trace: Trace, intervals: list[float], phases: list[float]) -> dict[
 
 
 def true_rates(trace: Trace) -> list[float]:
-    span = trace.end - trace.start
-    return [len(p.changes) / span for p in trace.pages]
+    return [len(p.changes) / max(trace.end - max(trace.start, p.born or trace.start), DAY) for p in trace.pages]
+
+
+def alive(trace: Trace, a: float, b: float) -> tuple[float, int]:
+    """Page-seconds alive in ``[a, b)``, and the pages born inside it (each
+    costs a fetch at its birth)."""
+    seconds, born = 0.0, 0
+    for p in trace.pages:
+        start = a if p.born is None else max(a, p.born)
+        seconds += max(0.0, b - start)
+        born += p.born is not None and a <= p.born < b
+    return seconds, born
 
 
 def baselines(trace: Trace, cost: int, a: float, b: float, max_interval: float, min_interval: float):
     n = len(trace.pages)
     out = {}
-    interval = n * (b - a) / cost
+    page_seconds, born = alive(trace, a, b)
+    revisits = max(1, cost - born)  # births cost a fetch each, whatever the policy
+    interval = page_seconds / revisits
     best = None
     for h in range(24):
         phase = (h * HOUR - trace.start) % DAY
@@ -291,6 +332,15 @@ def baselines(trace: Trace, cost: int, a: float, b: float, max_interval: float, 
     rates = true_rates(trace)
     budget = cost / (b - a)
     f_min, f_max = 1 / max_interval, 1 / min_interval
+    # Pages born inside the window: frequencies spend the revisits over the
+    # seconds each page is alive (without births, sum(f) = budget as before).
+    lives = [b - (a if p.born is None else min(b, max(a, p.born))) for p in trace.pages]
+
+    def short(freq) -> bool:
+        """Whether ``freq`` spends less than the revisits."""
+        if born:
+            return sum(f * life for f, life in zip(freq, lives)) < revisits
+        return sum(freq) < budget
 
     def prop(c):
         return [min(max(c * r, f_min), f_max) for r in rates]
@@ -298,13 +348,20 @@ def baselines(trace: Trace, cost: int, a: float, b: float, max_interval: float, 
     lo, hi = 1e-6, 1e9
     for _ in range(100):
         mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if sum(prop(mid)) < budget else (lo, mid)
+        lo, hi = (mid, hi) if short(prop(mid)) else (lo, mid)
     freq = prop(lo)
     out["proportional"] = score(
         trace, periodic(trace, [1 / f for f in freq], [(i * 0.618 % 1) / f for i, f in enumerate(freq)]), a, b
     )
     allocator = FreshnessAllocator(f_min, f_max)
     allocator.solve(rates, [1.0] * n, budget)
+    if born:  # the budget whose frequencies spend the revisits over the pages' lives
+        lo, hi = budget / 100, budget * 100
+        for _ in range(60):
+            mid = math.sqrt(lo * hi)
+            allocator.solve(rates, [1.0] * n, mid)
+            lo, hi = (mid, hi) if short([allocator.frequency(r) for r in rates]) else (lo, mid)
+        allocator.solve(rates, [1.0] * n, lo)
     freq = [allocator.frequency(r) for r in rates]
     out["oracle (true rates)"] = score(
         trace, periodic(trace, [1 / f for f in freq], [(i * 0.618 % 1) / f for i, f in enumerate(freq)]), a, b

@@ -16,7 +16,20 @@ and the pages whose only changes are their creation::
         --git rust-rfcs=/work/.mirror/rust-lang+rfcs/repo --git httpx-docs=/work/.mirror/encode+httpx/repo
 
 (seconds; needs the ``fetch`` snapshots the traces were built from.) Its
-output on the held-out traces: ``docs/_static/bench/recrawl-creations.txt``.
+output on every git trace: ``docs/_static/bench/recrawl-creations.txt``.
+``--births-out FILE`` also writes the traces with each page created
+inside them *born* then (its first change, when that is the file's
+creation, becomes its birth): the ``*_births.json.gz`` fixtures, which
+``bench_recrawl_traces.py`` replays with the pages found at their birth
+(the git traces only: Debian's changelogs have no creation to tell)::
+
+    M=/work/.mirror
+    .venv/bin/python benchmarks/recrawl_creations.py --births-out benchmarks/data/recrawl_traces_births.json.gz \\
+        --git peps=$M/python+peps/repo --git rust-book=$M/rust-lang+book/repo \\
+        --git devguide=$M/python+devguide/repo --git packaging-guide=$M/pypa+packaging.python.org/repo \\
+        --git scrapy-docs=$M/scrapy+scrapy/repo --git pip-src=$M/pypa+pip/repo --git sphinx-src=$M/sphinx-doc+sphinx/repo
+    # and with --fixture benchmarks/data/recrawl_traces_{extra,heldout,heldout2}.json.gz (their --git
+    # sources as in recrawl_traces.py) -> recrawl_traces_{extra,heldout,heldout2}_births.json.gz
 """
 
 from __future__ import annotations
@@ -27,7 +40,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from recrawl_traces import FIXTURE, GIT_SOURCES, Trace, load  # noqa: E402
+from recrawl_traces import FIXTURE, GIT_SOURCES, Page, Trace, load, save  # noqa: E402
 
 
 def created(gitdir: str, prefix: str, suffix: str, host: str) -> dict[str, set[float]]:
@@ -60,18 +73,36 @@ def creations(trace: Trace, added: dict[str, set[float]]) -> dict:
     return {"pages": len(trace.pages), "changes": changes, "creations": creating, "only_creations": only}
 
 
+def with_births(trace: Trace, added: dict[str, set[float]]) -> Trace:
+    """``trace`` with each page created inside it born then: its first
+    change, when it is the file's creation, becomes its birth."""
+    pages = []
+    for page in trace.pages:
+        changes, born = list(page.changes), page.born
+        if changes and changes[0] in added.get(page.url, ()):
+            born = changes.pop(0)
+        pages.append(Page(page.url, page.host, changes, born))
+    return Trace(trace.name, trace.start, trace.end, pages)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fixture", type=Path, default=FIXTURE)
     parser.add_argument("--git", action="append", required=True, metavar="NAME=GITDIR")
+    parser.add_argument("--births-out", type=Path, help="also write the traces with their pages born (a fixture)")
     args = parser.parse_args(argv)
+    born = []
     gitdirs = dict(spec.partition("=")[::2] for spec in args.git)
     print(f"{'trace':<16}{'pages':>7}{'changes':>9}{'creations':>16}  pages changed only by their creation")
     for trace in load(args.fixture, list(gitdirs)):
         prefix, suffix, host = GIT_SOURCES[trace.name]
-        c = creations(trace, created(gitdirs[trace.name], prefix, suffix, host))
+        added = created(gitdirs[trace.name], prefix, suffix, host)
+        c = creations(trace, added)
+        born.append(with_births(trace, added))
         share = 100.0 * c["creations"] / c["changes"] if c["changes"] else 0.0
         print(f"{trace.name:<16}{c['pages']:>7}{c['changes']:>9}{c['creations']:>9} {share:4.1f} %  {c['only_creations']}")
+    if args.births_out:
+        save(born, args.births_out)
     return 0
 
 

@@ -138,6 +138,9 @@ class Page:
     url: str
     host: str
     changes: list[float] = field(default_factory=list)  #: sorted Unix times
+    #: when the page came to exist (``None``: before the trace's start);
+    #: its creation is not among ``changes``
+    born: float | None = None
 
 
 @dataclass
@@ -279,7 +282,10 @@ def save(traces: list[Trace], path: Path = FIXTURE) -> None:
             for t in page.changes:
                 deltas.append(int(round(t - previous)))
                 previous += deltas[-1]
-            pages.append([page.url, page.host, deltas])
+            entry = [page.url, page.host, deltas]
+            if page.born is not None:
+                entry.append(int(round(page.born - trace.start)))
+            pages.append(entry)
         data[trace.name] = {"start": int(trace.start), "end": int(trace.end), "pages": pages}
     path.parent.mkdir(parents=True, exist_ok=True)
     with gzip.open(path, "wt", encoding="utf-8") as f:
@@ -298,12 +304,12 @@ def load(path: Path = FIXTURE, names: list[str] | None = None) -> list[Trace]:
         if names and name not in names:
             continue
         pages = []
-        for url, host, deltas in t["pages"]:
+        for url, host, deltas, *born in t["pages"]:
             times, now = [], float(t["start"])
             for d in deltas:
                 now += d
                 times.append(now)
-            pages.append(Page(url, host, times))
+            pages.append(Page(url, host, times, float(t["start"]) + born[0] if born else None))
         traces.append(Trace(name, float(t["start"]), float(t["end"]), pages))
     return traces
 

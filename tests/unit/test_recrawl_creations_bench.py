@@ -50,3 +50,8 @@ def test_a_files_first_commit_is_its_creation_and_later_ones_are_changes(creatio
     }
     # a: created, changed twice; b: created, changed once; c: created only
     assert creations.creations(trace, added) == {"pages": 3, "changes": 6, "creations": 3, "only_creations": 1}
+    # with births: each page born at its creation, which is no longer a change
+    born = creations.with_births(trace, added)
+    assert [(p.url.rsplit("/", 1)[1], p.born, len(p.changes)) for p in born.pages] == [
+        ("a.md", 1_600_000_000.0, 2), ("b.md", 1_600_000_000.0, 1), ("c.md", 1_600_000_000.0 + 2 * day, 0)
+    ]
