@@ -15,11 +15,12 @@ year is history (learnt online, not scored); the rest is scored.
 
 A page of a fixture with births (``recrawl_creations.py`` writes them,
 option ``--births-out``) that is created inside the trace is found at its
-birth (the crawl would follow a link to it), never fetched before it, its creation is not a
-change, and it is scored only while it exists; the other policies fetch
-it at its birth too, then on their grid, and spend their cost over the
-page-seconds alive (the births' fetches apart). Without births every page
-exists from the start, as before (the same figures to the byte).
+birth (the crawl would follow a link to it) and never fetched before it;
+its creation is not a change, and it is scored only while it exists. The
+other policies fetch it at its birth too, then on their grid, and spend
+their cost over the page-seconds alive (the births' fetches apart).
+Without births every page exists from the start, as before (the same
+figures to the byte).
 
 Every other policy gets the planner's measured cost (fetches in the scored
 period) and revisits each page periodically:
@@ -272,25 +273,27 @@ def periodic(trace: Trace, intervals: list[float], phases: list[float]) -> dict[
 
 
 def true_rates(trace: Trace) -> list[float]:
-    return [len(p.changes) / max(trace.end - max(trace.start, p.born or trace.start), DAY) for p in trace.pages]
+    lives = lifetimes(trace, trace.start, trace.end)
+    return [len(p.changes) / max(life, DAY) for p, life in zip(trace.pages, lives)]
+
+
+def lifetimes(trace: Trace, a: float, b: float) -> list[float]:
+    """Seconds each page of ``trace`` exists in ``[a, b)``."""
+    return [max(0.0, b - (a if p.born is None else max(a, p.born))) for p in trace.pages]
 
 
 def alive(trace: Trace, a: float, b: float) -> tuple[float, int]:
     """Page-seconds alive in ``[a, b)``, and the pages born inside it (each
     costs a fetch at its birth)."""
-    seconds, born = 0.0, 0
-    for p in trace.pages:
-        start = a if p.born is None else max(a, p.born)
-        seconds += max(0.0, b - start)
-        born += p.born is not None and a <= p.born < b
-    return seconds, born
+    births = sum(p.born is not None and a <= p.born < b for p in trace.pages)
+    return sum(lifetimes(trace, a, b)), births
 
 
 def baselines(trace: Trace, cost: int, a: float, b: float, max_interval: float, min_interval: float):
     n = len(trace.pages)
     out = {}
-    page_seconds, born = alive(trace, a, b)
-    revisits = max(1, cost - born)  # births cost a fetch each, whatever the policy
+    page_seconds, births = alive(trace, a, b)
+    revisits = max(1, cost - births)  # births cost a fetch each, whatever the policy
     interval = page_seconds / revisits
     best = None
     for h in range(24):
@@ -334,11 +337,11 @@ def baselines(trace: Trace, cost: int, a: float, b: float, max_interval: float, 
     f_min, f_max = 1 / max_interval, 1 / min_interval
     # Pages born inside the window: frequencies spend the revisits over the
     # seconds each page is alive (without births, sum(f) = budget as before).
-    lives = [b - (a if p.born is None else min(b, max(a, p.born))) for p in trace.pages]
+    lives = lifetimes(trace, a, b)
 
     def short(freq) -> bool:
         """Whether ``freq`` spends less than the revisits."""
-        if born:
+        if births:
             return sum(f * life for f, life in zip(freq, lives)) < revisits
         return sum(freq) < budget
 
@@ -355,7 +358,7 @@ def baselines(trace: Trace, cost: int, a: float, b: float, max_interval: float, 
     )
     allocator = FreshnessAllocator(f_min, f_max)
     allocator.solve(rates, [1.0] * n, budget)
-    if born:  # the budget whose frequencies spend the revisits over the pages' lives
+    if births:  # the budget whose frequencies spend the revisits over the pages' lives
         lo, hi = budget / 100, budget * 100
         for _ in range(60):
             mid = math.sqrt(lo * hi)

@@ -65,8 +65,8 @@ def creations(trace: Trace, added: dict[str, set[float]]) -> dict:
     every change is one."""
     changes = creating = only = 0
     for page in trace.pages:
-        births = added.get(page.url, ())
-        mine = sum(1 for t in page.changes if t in births)
+        added_at = added.get(page.url, ())
+        mine = sum(1 for t in page.changes if t in added_at)
         changes += len(page.changes)
         creating += mine
         only += bool(page.changes) and mine == len(page.changes)
@@ -91,18 +91,18 @@ def main(argv=None) -> int:
     parser.add_argument("--git", action="append", required=True, metavar="NAME=GITDIR")
     parser.add_argument("--births-out", type=Path, help="also write the traces with their pages born (a fixture)")
     args = parser.parse_args(argv)
-    born = []
+    born_traces = []
     gitdirs = dict(spec.partition("=")[::2] for spec in args.git)
     print(f"{'trace':<16}{'pages':>7}{'changes':>9}{'creations':>16}  pages changed only by their creation")
     for trace in load(args.fixture, list(gitdirs)):
         prefix, suffix, host = GIT_SOURCES[trace.name]
         added = created(gitdirs[trace.name], prefix, suffix, host)
         c = creations(trace, added)
-        born.append(with_births(trace, added))
+        born_traces.append(with_births(trace, added))
         share = 100.0 * c["creations"] / c["changes"] if c["changes"] else 0.0
         print(f"{trace.name:<16}{c['pages']:>7}{c['changes']:>9}{c['creations']:>9} {share:4.1f} %  {c['only_creations']}")
     if args.births_out:
-        save(born, args.births_out)
+        save(born_traces, args.births_out)
     return 0
 
 
