@@ -104,16 +104,14 @@ def score(trace: Trace, fetches: dict[str, list[float]], a: float, b: float) -> 
     start included) on ``[a, b)``."""
     n_fetch = hits = n_change = 0
     delay = stale = age = 0.0
-    span = 0.0
-    for page in trace.pages:
+    # A page born inside the trace is scored from its birth (its creation
+    # is not a change: a crawler finds it through links).
+    lives = lifetimes(trace, a, b)
+    for page, life in zip(trace.pages, lives):
+        if life <= 0:
+            continue
         times = fetches[page.url]
         changes = page.changes
-        # A page born inside the trace is scored from its birth (its
-        # creation is not a change: a crawler finds it through links).
-        start = a if page.born is None else max(a, page.born)
-        if start >= b:
-            continue
-        span += b - start
         for c in changes:
             if a <= c < b:
                 i = bisect.bisect_left(times, c)
@@ -138,7 +136,8 @@ def score(trace: Trace, fetches: dict[str, list[float]], a: float, b: float) -> 
             lo = max(changes[j], a)
             stale += b - lo
             age += 0.5 * ((b - changes[j]) ** 2 - (lo - changes[j]) ** 2)
-    return Score(n_fetch, hits, n_change, delay / max(n_change, 1), 1 - stale / max(span, 1.0), age / max(span, 1.0))
+    span = max(sum(lives), 1.0)
+    return Score(n_fetch, hits, n_change, delay / max(n_change, 1), 1 - stale / span, age / span)
 
 
 # -- the planner, driven as the frontier drives it ------------------------------------

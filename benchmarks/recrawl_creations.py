@@ -35,28 +35,19 @@ creation, becomes its birth): the ``*_births.json.gz`` fixtures, which
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from recrawl_traces import FIXTURE, GIT_SOURCES, Page, Trace, load, save  # noqa: E402
+from recrawl_traces import FIXTURE, GIT_SOURCES, Page, Trace, git_commits, load, save  # noqa: E402
 
 
 def created(gitdir: str, prefix: str, suffix: str, host: str) -> dict[str, set[float]]:
     """URL -> the commit times (first parent) that added the file."""
-    out = subprocess.run(
-        ["git", f"--git-dir={gitdir}", "log", "--first-parent", "-m", "--format=@%ct", "--diff-filter=A",
-         "--no-renames", "--name-only", "--", prefix or "."],
-        check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
     added: dict[str, set[float]] = {}
-    when = None
-    for line in out.splitlines():
-        if line.startswith("@"):
-            when = float(line[1:])
-        elif when is not None and line.startswith(prefix) and line.endswith(suffix):
-            added.setdefault(f"http://{host}/{line}", set()).add(when)
+    for when, files in git_commits(gitdir, prefix, suffix, renames=False, added=True):
+        for path in files:
+            added.setdefault(f"http://{host}/{path}", set()).add(when)
     return added
 
 

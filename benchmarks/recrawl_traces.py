@@ -235,6 +235,28 @@ def debian_trace(doc_root: str = "/usr/share/doc", years: float = 3.0, min_chang
     return _cut("debian", pages, years, min_changes)
 
 
+def git_commits(
+    gitdir: str, prefix: str, suffix: str, *, renames: bool = True, added: bool = False
+) -> list[tuple[float, list[str]]]:
+    """The first-parent commits (merges as their diff to the first parent)
+    touching files under ``prefix`` ending in ``suffix``: (commit time,
+    those files), newest first. ``added``: only the files each commit
+    adds (``--diff-filter=A``)."""
+    out = subprocess.run(
+        ["git", f"--git-dir={gitdir}", "log", "--first-parent", "-m", "--format=@%ct",
+         *([] if renames else ["--no-renames"]), *(["--diff-filter=A"] if added else []),
+         "--name-only", "--", prefix or "."],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    commits: list[tuple[float, list[str]]] = []
+    for line in out.splitlines():
+        if line.startswith("@"):
+            commits.append((float(line[1:]), []))
+        elif line.startswith(prefix) and line.endswith(suffix) and commits:
+            commits[-1][1].append(line)
+    return commits
+
+
 def git_trace(
     name: str, gitdir: str, prefix: str, suffix: str, host: str, years: float = 3.0,
     min_changes: int = 1, max_pages_per_commit: int = 50, renames: bool = True,
@@ -248,19 +270,8 @@ def git_trace(
     ``renames=False``: no rename detection (it reads blobs, and a snapshot
     may lack its largest ones; a renamed page then counts under both
     names)."""
-    out = subprocess.run(
-        ["git", f"--git-dir={gitdir}", "log", "--first-parent", "-m", "--format=@%ct",
-         *([] if renames else ["--no-renames"]), "--name-only", "--", prefix or "."],
-        check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
     pages: dict[str, tuple[str, list[float]]] = {}
-    commits: list[tuple[float, list[str]]] = []
-    for line in out.splitlines():
-        if line.startswith("@"):
-            commits.append((float(line[1:]), []))
-        elif line.startswith(prefix) and line.endswith(suffix) and commits:
-            commits[-1][1].append(line)
-    for when, files in commits:
+    for when, files in git_commits(gitdir, prefix, suffix, renames=renames):
         if len(files) > max_pages_per_commit:
             continue
         for path in files:

@@ -822,11 +822,11 @@ define("AOPIC_RECRAWL_KEY_MIN_EVENTS", 100, "recrawl", """
     budget and timetables the profiles forget over
     ``AOPIC_RECRAWL_CHANGE_WINDOW`` (half a year), so a site changing fewer
     than about 200 times a year stays flat: its revisits get no weekly
-    timetable and come at every hour alike. Lowering
-    this for such sites was measured, not shipped: at 30 the Rust RFCs'
-    mean delay fell 18 % (one run at budget 1), and placing low-event hosts by their day profile
-    made two of 13 traces longer (``docs/recrawl.rst``, "Timetables for
-    hosts with few changes").""")
+    timetable and come at every hour alike. Lowering this for such sites
+    was measured, not shipped: at 30 the Rust RFCs' mean delay fell 18 %
+    (one run at budget 1), and two variants placing low-event hosts by
+    their day profile each made one of 13 traces longer beyond noise
+    (``docs/recrawl.rst``, "Timetables for hosts with few changes").""")
 define("AOPIC_RECRAWL_PROFILE_WINDOW", 28 * 86400.0, "recrawl", """
     Seconds: time constant of the exponential forgetting of the profiles and
     of each page's rate (and the forest's training window), so the plan
