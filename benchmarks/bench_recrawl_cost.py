@@ -21,6 +21,8 @@ digests mean the two checkouts made exactly the same decisions.
     .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main --burst both  # on both sides
     .venv/bin/python benchmarks/bench_recrawl_cost.py --memory --trace debian --years 0.8  # bytes per page
     .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main --set COCHANGE=true  # here only
+    .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main \
+        --fixture benchmarks/data/recrawl_traces_births.json.gz --trace peps   # pages born inside
 
 Without ``--timetable`` / ``--no-timetable`` each side runs with its own
 default ``AOPIC_RECRAWL_TIMETABLE`` (on since issue 17's judgement; a
@@ -50,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def worker(
     root: str, trace_name: str, years: float, last_modified: bool, timetable: bool | None = None,
-    burst: bool = False, memory: bool = False, extra: list[str] | None = None,
+    burst: bool = False, memory: bool = False, extra: list[str] | None = None, fixture: str | None = None,
 ) -> dict:
     # scrapy_aopic from ``root``; the trace tools from this checkout's
     # benchmarks (imported after, so their sys.path edit cannot shadow it).
@@ -63,11 +65,12 @@ def worker(
     from bench_recrawl_traces import run_planner
     from recrawl_traces import YEAR, Page, Trace, load
 
-    trace = load(names=[trace_name])[0]
+    trace = (load(Path(fixture), names=[trace_name]) if fixture else load(names=[trace_name]))[0]
     end = min(trace.end, trace.start + years * YEAR)
     trace = Trace(
         trace.name, trace.start, end,
-        [Page(p.url, p.host, [t for t in p.changes if t < end]) for p in trace.pages],
+        [Page(p.url, p.host, [t for t in p.changes if t < end], p.born)
+         for p in trace.pages if p.born is None or p.born < end],
     )  # fmt: skip
     settings = {"AOPIC_RECRAWL_BUDGET": float(len(trace.pages))}
     if timetable is not None:  # else the checkout's own default
@@ -120,11 +123,12 @@ def main(argv=None) -> int:
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", type=setting("AOPIC_RECRAWL_"),
                         help="one more setting, on this side only (NAME without AOPIC_ is read as "
                              "AOPIC_RECRAWL_NAME)")  # fmt: skip
+    parser.add_argument("--fixture", help="traces file (default: recrawl_traces.py's fixture)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker or args.memory:
         out = worker(args.worker or str(ROOT), args.trace, args.years, args.last_modified, args.timetable,
-                     bool(args.burst), args.memory, args.set)  # fmt: skip
+                     bool(args.burst), args.memory, args.set, args.fixture)  # fmt: skip
         if args.worker:
             print(json.dumps(out))
         else:
@@ -143,7 +147,8 @@ def main(argv=None) -> int:
                    "--years", str(args.years)] + (["--last-modified"] if args.last_modified else []) + (
                 {None: [], True: ["--timetable"], False: ["--no-timetable"]}[args.timetable]) + (
                 ["--burst"] if args.burst == "both" or (args.burst and name == "this") else []) + (
-                [f"--set={item}" for item in args.set] if name == "this" else [])  # fmt: skip
+                [f"--set={item}" for item in args.set] if name == "this" else []) + (
+                ["--fixture", args.fixture] if args.fixture else [])  # fmt: skip
             out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
             results[name].append(out)
             print(f"  run {rep + 1} {name:<6} {out['us']:7.1f} µs/visit  {out['visits']} visits  "

@@ -35,12 +35,12 @@ import math
 
 from . import checks
 from .estimators import TimedChangeHistory
-from .profile import growing_weight
+from .pooled import PooledMultiplier
 
 DAY = 86400.0
 
 
-class BurstModel:
+class BurstModel(PooledMultiplier):
     """Section burst multipliers and per-page hot rates.
 
     :param window: seconds a page stays hot after a revisit found it changed.
@@ -61,23 +61,13 @@ class BurstModel:
     ):
         if not window > 0:
             raise ValueError(f"AOPIC_RECRAWL_BURST_WINDOW must be > 0, got {window!r}")
+        super().__init__(change_window, prior_expected)
         self.window = float(window)
-        self.change_window = float(change_window)
-        self.prior_expected = prior_expected
         self.prior_changes = prior_changes
-        #: name -> [changes seen in hot intervals, changes the quiet rate
-        #: expected there], stored with growing weights from ``_base``
-        self.pools: dict[str, list[float]] = {}
-        self._base: float | None = None
         self.hot_intervals = 0  #: hot intervals observed
         self.hot_changes = 0  #: of which found a change
 
     # -- learning --------------------------------------------------------------------
-
-    def _rescale(self, factor: float) -> None:
-        for pool in self.pools.values():
-            pool[0] *= factor
-            pool[1] *= factor
 
     def observe(self, record, now: float, span: float, changed: bool) -> None:
         """``record`` (a hot page, quiet rate ``record.base_rate``) was
@@ -87,34 +77,10 @@ class BurstModel:
         if record.burst is None:
             record.burst = TimedChangeHistory(self.change_window)
         record.burst.add(now, span, changed)
-        w, self._base = growing_weight(self._base, now, self.change_window, self._rescale)
         # What the quiet rate expected of this interval: P(a change in span).
-        expected = -math.expm1(-max(record.base_rate, 0.0) * span)
-        for name in (record.key, record.site, "*") if record.site != record.key else (record.key, "*"):
-            pool = self.pools.get(name)
-            if pool is None:
-                pool = self.pools[name] = [0.0, 0.0]
-            if changed:
-                pool[0] += w
-            pool[1] += w * expected
+        self._pool(record, now, changed, -math.expm1(-max(record.base_rate, 0.0) * span))
 
     # -- planning --------------------------------------------------------------------
-
-    def multiplier(self, record, now: float) -> float:
-        """The burst multiplier of ``record``'s section as of ``now``: every
-        page's, its host's, its key's, each shrunk to the one before (the
-        first to 1, no burst)."""
-        if self._base is None:
-            return 1.0
-        # Stored sums grow with time: effective ones are stored / unit.
-        k = self.prior_expected * math.exp(max(0.0, now - self._base) / self.change_window)
-        m = 1.0
-        names = ("*", record.site, record.key) if record.site != record.key else ("*", record.key)
-        for name in names:
-            pool = self.pools.get(name)
-            if pool is not None:
-                m = (pool[0] + k * m) / (pool[1] + k)
-        return m
 
     def hot_rate(self, record, now: float) -> float:
         """Changes per second expected of ``record`` while it is hot."""
@@ -126,18 +92,13 @@ class BurstModel:
     # -- persistence -------------------------------------------------------------------
 
     def to_state(self) -> dict:
-        return {
-            "pools": self.pools,
-            "base": self._base,
-            "counters": [self.hot_intervals, self.hot_changes],
-        }
+        return {**self._pools_state(), "counters": [self.hot_intervals, self.hot_changes]}
 
     def load_state(self, state: dict) -> None:
         """Restore :meth:`to_state`, each value checked first
         (:mod:`.checks`); nothing changes when one is bad."""
         state = checks.mapping(state, "burst model")
-        pools = checks.pairs(state.get("pools"), "burst pool")
-        base = checks.time(state.get("base"), "burst base")
+        pools, base = self._read_pools(state, "burst")
         counters = state.get("counters")
         if not isinstance(counters, list) or len(counters) != 2:
             raise ValueError(f"recrawl state: burst counters {counters!r} are not two counts"[:200])

@@ -126,6 +126,8 @@ def planner_from_settings(settings) -> RecrawlPlanner:
         cochange_share=aopic_settings.get_float(settings, "AOPIC_RECRAWL_COCHANGE_SHARE"),
         cochange_chance=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_COCHANGE_CHANCE"),
         activity=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_ACTIVITY") and has_budget,
+        new_pages=aopic_settings.get_bool(settings, "AOPIC_RECRAWL_NEW_PAGES"),
+        new_page_window=aopic_settings.get_float(settings, "AOPIC_RECRAWL_NEW_PAGE_WINDOW"),
         forest_retrain=aopic_settings.get_float(settings, "AOPIC_RECRAWL_FOREST_RETRAIN"),
     )
 
@@ -272,6 +274,10 @@ class RecrawlHook:
         if p.burst_model is not None:
             self._set("aopic/recrawl/hot_revisits", p.burst_model.hot_intervals)
             self._set("aopic/recrawl/hot_changes", p.burst_model.hot_changes)
+        if p.young is not None:
+            self._set("aopic/recrawl/young_pages", p.young.young_pages)
+            self._set("aopic/recrawl/young_revisits", p.young.young_intervals)
+            self._set("aopic/recrawl/young_changes", p.young.young_changes)
         if p.cochange is not None:
             self._set("aopic/recrawl/cochange_hints", p.hints)
             self._set("aopic/recrawl/cochange_hints_changed", p.hints_changed)

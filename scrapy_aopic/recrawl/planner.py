@@ -70,6 +70,10 @@ the revisits of the pages that usually change with it
 ``activity`` a host's pages are revisited more often while it is at work
 (a change found on it in the last day) and less while it is quiet
 (:mod:`~scrapy_aopic.recrawl.activity`), the same budget in the long run.
+With ``new_pages`` a page first visited after a page of its host was
+revisited (found late: most likely new) is planned *young* for a window, at
+its section's rate times a multiplier learnt from such pages
+(:mod:`~scrapy_aopic.recrawl.young`).
 
 Every planned interval is clamped to ``[min_interval, max_interval]``.
 """
@@ -93,6 +97,7 @@ from .cochange import CoChangeModel
 from .estimators import TimedChangeHistory, poisson_tail
 from .profile import BINS, DAY, HOUR, WEEK, DayProfile, RateProfile, WeeklyRates, growing_weight, iter_segments, profile_key
 from .timetable import LEVELS, Timetable, place
+from .young import YoungPages
 
 MODELS = ("estimator", "forest", "aopic")
 RULES = ("yield", "delay")
@@ -134,6 +139,7 @@ class PageRecord:
         "hot_until",
         "burst",
         "hinted",
+        "young_until",
     )
 
     def __init__(self, host: str, key: str, site: str, depth: int = 0):
@@ -169,6 +175,8 @@ class PageRecord:
         #: brought forward by a partner's change (:mod:`.cochange`), not
         #: visited since (not saved: it only feeds a counter)
         self.hinted = False
+        #: found late (likely new): young, planned by :mod:`.young`, until then
+        self.young_until: float | None = None
 
     @property
     def counted(self) -> bool:
@@ -289,6 +297,8 @@ class RecrawlPlanner:
         cochange_share: float = 0.25,
         cochange_chance: bool = False,
         activity: bool = False,
+        new_pages: bool = False,
+        new_page_window: float = 7 * DAY,
         burst_boost: bool = True,
         burst_p: float = 0.01,
         burst_decay: float = 0.5,
@@ -375,6 +385,10 @@ class RecrawlPlanner:
         self._hint_clock: list[float] = [0.0, 0.0]
         #: with ``activity``, the hosts' active and quiet spells, else ``None``
         self.activity = HostActivity() if activity else None
+        #: with ``new_pages``, the young multipliers of pages found late, else ``None``
+        self.young = YoungPages(new_page_window, self.change_window) if new_pages else None
+        #: hosts with a page revisited: a page first visited on one was found late
+        self._revisited_sites: set[str] = set()
         #: with ``activity``, the factor on every frequency that keeps the
         #: revisits at the budget
         self.spend_check = SpendCheck()
@@ -485,6 +499,12 @@ class RecrawlPlanner:
             record.hinted = False
             self.hints_changed += changed is True
         previous = record.last_visit
+        if previous is None:
+            if self.young is not None and record.site in self._revisited_sites:
+                record.young_until = now + self.young.window
+                self.young.young_pages += 1
+        else:
+            self._revisited_sites.add(record.site)
         if not_modified:
             changed = False
             new_links = 0
@@ -492,6 +512,10 @@ class RecrawlPlanner:
             changed = new_links > 0
         if previous is not None and now > previous:
             self._learn(url, record, previous, now, changed, new_links, not_modified, last_modified)
+        if record.young_until is not None and now >= record.young_until:
+            # Grown up: its young changes say little of how it changes now.
+            record.young_until = None
+            record.history = None
         turned_active = False
         if self.activity is not None:
             if previous is not None:
@@ -620,7 +644,14 @@ class RecrawlPlanner:
         dated = last_modified if changed and last_modified is not None and previous < last_modified <= now else None
         if changed is not None:
             bursts = self.burst_model
-            if bursts is not None and record.hot_until is not None and previous < record.hot_until:
+            if record.young_until is not None and self.young is not None:
+                # Young: its own history only, and the section's multiplier
+                # (the section's pooled rate is left to settled pages).
+                if record.history is None:
+                    record.history = TimedChangeHistory(self.change_window)
+                record.history.add(now, span, changed, dated)
+                self.young.observe(record, now, span, changed, self.prior_rate(record, now))
+            elif bursts is not None and record.hot_until is not None and previous < record.hot_until:
                 # Revisited while hot: the hot rate learns, the quiet one not
                 # (it stays the rate between bursts).
                 bursts.observe(record, now, span, changed)
@@ -742,6 +773,14 @@ class RecrawlPlanner:
         pool = self._pools.get("*")
         return pool[0] / pool[1] if pool is not None and pool[0] > 0 and pool[1] > 0 else 0.0
 
+    def _page_prior(self, record: PageRecord, now: float) -> float:
+        """The rate a page's own history is shrunk to: its section's pooled
+        rate, times the young multiplier while it is young."""
+        prior = self.prior_rate(record, now)
+        if record.young_until is not None and self.young is not None:
+            prior *= self.young.multiplier(record, now)
+        return prior
+
     def _count_fetch(self, now: float) -> None:
         clock = self._fetch_clock
         if clock[2]:
@@ -827,11 +866,11 @@ class RecrawlPlanner:
         rate = self._scale(record, self.shape_of(record)[1]) * record.boost if hub else 0.0
         weight = self.change_weight if counted else 1.0
         if weight > 0 and record.history is not None and len(record.history):
-            rate += weight * record.history.rate(now, self.prior_rate(record, now))
+            rate += weight * record.history.rate(now, self._page_prior(record, now))
         elif not hub:
             if self.allocator is None or record.history is not None:
                 return None if record.history is None else 0.0
-            prior = self.prior_rate(record, now)  # a new page: its section's rate
+            prior = self._page_prior(record, now)  # a new page: its section's rate
             return prior if prior > 0 else None
         return rate
 
@@ -1196,9 +1235,10 @@ class RecrawlPlanner:
                 r.due, r.deadline, r.interval, r.failures, r.weight, r.rate,
                 [x * r.bins_scale for x in r.bins] if r.bins is not None else None,
                 r.base_rate, r.hot_until, r.burst.to_state() if r.burst is not None else None,
+                r.young_until,
             ]  # fmt: skip
         return {
-            "version": 6,
+            "version": 7,
             "pools": self._pools,
             "pool_base": self._pool_base,
             "mu": self.allocator.mu if self.allocator is not None else None,
@@ -1209,6 +1249,7 @@ class RecrawlPlanner:
             "cochange": self.cochange.to_state() if self.cochange is not None else None,
             "hint_clock": self._hint_clock,
             "activity": self.activity.to_state() if self.activity is not None else None,
+            "young": self.young.to_state() if self.young is not None else None,
             "spend": self.spend_check.to_state(),
             "counters": [
                 self.revisits, self.changed, self.unchanged, self.not_modified,
@@ -1227,7 +1268,7 @@ class RecrawlPlanner:
         (the re-crawl hook then starts afresh, as it says)."""
         state = checks.mapping(state, "state")
         version = state.get("version")
-        if version not in (3, 4, 5, 6):  # 3: before bursts, 4: before co-changes, 5: before activity
+        if version not in (3, 4, 5, 6, 7):  # 3: before bursts, 4: co-changes, 5: activity, 6: new pages (each: before)
             raise ValueError(f"unknown recrawl state version {version!r}")
         pages: dict[str, PageRecord] = {}
         heap: list[tuple[float, str]] = []
@@ -1277,9 +1318,15 @@ class RecrawlPlanner:
                 spend_check.load_state(state.get("spend"))
             for url, r in pages.items():
                 activity.add_page(r.site, url)
+        young = self.young
+        if young is not None:
+            # saved without new pages: start learning them afresh
+            young = YoungPages(young.window, self.change_window)
+            if state.get("young") is not None:
+                young.load_state(state["young"])
         mu = checks.optional(state.get("mu"), "budget multiplier mu")
         counters = state.get("counters")
-        size = {6: 10, 5: 9}.get(version, 6)
+        size = {7: 10, 6: 10, 5: 9}.get(version, 6)
         if not isinstance(counters, list) or len(counters) != size:
             raise ValueError(f"recrawl state: counters {counters!r} are not {size} counts"[:200])
         counters = [checks.count(c, "counter") for c in counters] + [0] * (10 - size)
@@ -1291,6 +1338,8 @@ class RecrawlPlanner:
         self.burst_model = burst_model
         self.cochange, self._hint_clock = cochange, hint_clock
         self.activity, self.spend_check = activity, spend_check
+        self.young = young
+        self._revisited_sites = {r.site for r in pages.values() if r.visits > 1}
         if self.allocator is not None:
             self.allocator.mu = mu
         (self.revisits, self.changed, self.unchanged, self.not_modified,
@@ -1300,7 +1349,7 @@ class RecrawlPlanner:
 
     def _page_from_state(self, url: str, f: Any, version: int) -> PageRecord:
         """One page of :meth:`to_state`, each field checked."""
-        if not isinstance(f, list) or len(f) < (21 if version >= 4 else 18):
+        if not isinstance(f, list) or len(f) < (22 if version >= 7 else 21 if version >= 4 else 18):
             raise ValueError(f"recrawl state: page {url} is not a page record")
         if not isinstance(f[0], str):
             raise ValueError(f"recrawl state: page {url}: host {f[0]!r} is not a string"[:200])
@@ -1328,6 +1377,10 @@ class RecrawlPlanner:
             r.hot_until = checks.time(f[19], f"page {url}: hot until")
             if f[20] is not None:
                 r.burst = TimedChangeHistory.from_state(f[20], self.change_window)
+        if version >= 7:
+            young_until = checks.time(f[21], f"page {url}: young until")
+            # saved with new pages, loaded without: every page is settled
+            r.young_until = young_until if self.young is not None else None
         return r
 
 

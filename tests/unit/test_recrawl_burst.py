@@ -38,10 +38,12 @@ def bursty_changes(seed: int, follow_ups: int, gap: float = 8 * HOUR) -> dict[st
     return pages
 
 
-def drive(planner: RecrawlPlanner, pages: dict[str, list[float]], until: float = MONDAY + SPAN, start=MONDAY):
-    """Visit every page from ``start`` on, when the planner says; returns
-    (revisits, mean delay of the changes after the first 60 days, seconds)."""
-    due = dict.fromkeys(pages, start)
+def drive(planner: RecrawlPlanner, pages: dict[str, list[float]], until: float = MONDAY + SPAN, start=MONDAY,
+          births: dict[str, float] | None = None):
+    """Visit every page from ``start`` (or its time in ``births``) on, when
+    the planner says; returns (revisits, mean delay of the changes after the
+    first 60 days, seconds)."""
+    due = {url: (births or {}).get(url, start) for url in pages}
     fetched: dict[str, list[float]] = {url: [] for url in pages}
     t = MONDAY
     while True:
@@ -63,7 +65,7 @@ def drive(planner: RecrawlPlanner, pages: dict[str, list[float]], until: float =
             if MONDAY + 60 * DAY <= c < until:
                 i = bisect.bisect_left(times, c)
                 delays.append((times[i] if i < len(times) else until + DAY) - c)
-    revisits = sum(len(times) - 1 for times in fetched.values())
+    revisits = sum(max(len(times) - 1, 0) for times in fetched.values())
     return revisits, sum(delays) / max(len(delays), 1)
 
 

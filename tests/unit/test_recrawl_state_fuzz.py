@@ -1,10 +1,10 @@
 """Hostile input to the re-crawl planner's state loader
 (:meth:`RecrawlPlanner.load_state`, what the re-crawl hook reads from
 ``JOBDIR``): a real state with one value changed anywhere in it (every
-field the loader reads: each page's 21 fields, its change and burst
+field the loader reads: each page's 22 fields, its change and burst
 histories, each profile's counts, exposure, observations, reference, last
 and periods, the day profiles' cells, dated counts and day, the pools and
-their base, the burst model's pools, base and counters, the allocator's
+their base, the burst and new-page models' pools, base and counters, the allocator's
 mu, the counters, the version). Each case is either refused with a
 ``ValueError`` (the hook then starts afresh, logged) leaving the planner
 as it was (all or nothing), or accepted, and the planner then plans 30
@@ -35,7 +35,7 @@ SETUPS = {
     "budget": dict(budget=50.0, timetable=True, burst=True),
     "plain": dict(),
     "cochange": dict(budget=50.0, timetable=True, cochange=True),
-    "activity": dict(budget=50.0, timetable=True, cochange=True, activity=True),
+    "activity": dict(budget=50.0, timetable=True, cochange=True, activity=True, new_pages=True),
 }
 
 
