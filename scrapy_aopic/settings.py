@@ -762,9 +762,8 @@ define("AOPIC_RECRAWL_NEW_PAGES", True, "recrawl", """
     ``aopic/recrawl/young_changes``. On since its judgement on the real
     traces with pages born inside them (five budgets): shorter mean delay
     beyond noise on 8 of 19 (the Rust RFCs -25 %, the PEPs -8 %), longer
-    beyond noise on none, the PEPs' freshness target met; it spends up to
-    4.6 % more at one budget where most pages are new (``docs/recrawl.rst``,
-    *New pages*).""")
+    beyond noise on none, the PEPs' freshness target met
+    (``docs/recrawl.rst``, *New pages*).""")
 define("AOPIC_RECRAWL_NEW_PAGE_WINDOW", 7 * 86400.0, "recrawl", """
     Seconds a page found late stays young after its first visit (with
     ``AOPIC_RECRAWL_NEW_PAGES``). A week: on the git change traces pages
