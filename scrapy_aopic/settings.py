@@ -763,7 +763,9 @@ define("AOPIC_RECRAWL_NEW_PAGES", True, "recrawl", """
     traces with pages born inside them (five budgets): shorter mean delay
     beyond noise on 8 of 19 (the Rust RFCs -25 %, the PEPs -8 %), longer
     beyond noise on none, the PEPs' freshness target met
-    (``docs/recrawl.rst``, *New pages*).""")
+    (``docs/recrawl.rst``, *New pages*). Judged with a budget; without one
+    a young page's rate is estimated the same way and its revisits follow
+    it (``AOPIC_RECRAWL_RULE``), not judged.""")
 define("AOPIC_RECRAWL_NEW_PAGE_WINDOW", 7 * 86400.0, "recrawl", """
     Seconds a page found late stays young after its first visit (with
     ``AOPIC_RECRAWL_NEW_PAGES``). A week: on the git change traces pages

@@ -830,6 +830,8 @@ def test_end_to_end_continuous_crawl(tmp_path):
     assert len(hub_fetches) >= 3
     assert stats.get("aopic/recrawl/revisits", 0) >= 2
     assert stats.get("aopic/recrawl/new_links", 0) >= 1
+    # Stories linked only after the hub's first revisit are new: planned young.
+    assert stats.get("aopic/recrawl/young_pages", 0) >= 1
     assert any(etag for _, etag in hub_fetches)  # revisits were conditional
     assert stats["aopic/conservation_error"] <= 1e-9 * max(1.0, stats["aopic/cash_injected"])
 
