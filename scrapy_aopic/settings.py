@@ -769,7 +769,7 @@ define("AOPIC_RECRAWL_NEW_PAGES", True, "recrawl", """
 define("AOPIC_RECRAWL_NEW_PAGE_WINDOW", 7 * 86400.0, "recrawl", """
     Seconds a page found late stays young after its first visit (with
     ``AOPIC_RECRAWL_NEW_PAGES``). A week: on the git change traces pages
-    born inside a trace change 1-44 times as often as the others from a day
+    born inside a trace change 0.7-44 times as often as the others from a day
     to a week after they appear, 0.2-29 times from one to four weeks.""")
 define("AOPIC_RECRAWL_COCHANGE", True, "recrawl", """
     Learn which pages of a host change together (a commit, a release, a

@@ -5,11 +5,11 @@ A page found after its host's first revisit is most likely new (the first
 crawl found the pages that existed then), and a new page is edited most
 just after it appears: on the 19 git change traces of
 ``benchmarks/recrawl_traces.py`` with pages born inside them
-(``recrawl_creations.py --births-out``), a page born inside the trace
-changes, against the pages there from the start, 100-1,700 times as often
-in its first hour, 2-190 times from an hour to a day, 1-44 times from a day
-to a week and 0.2-29 times from one to four weeks (about as ``1 / age``;
-``docs/recrawl.rst``). Planned from its section's pooled rate, a new page
+(written by ``benchmarks/recrawl_creations.py``), a page born inside the
+trace changes, against the pages there from the start, up to 1,700 times
+as often in its first hour, 1.1-190 times from an hour to a day, 0.7-44
+times from a day to a week and 0.2-29 times from one to four weeks (about
+as ``1 / age``; ``benchmarks/recrawl_page_age.py``, ``docs/recrawl.rst``). Planned from its section's pooled rate, a new page
 is revisited as if it were a settled one, and its first edits wait.
 
 The model, learnt from the crawl's own revisits like the burst model
