@@ -9,8 +9,9 @@ just after it appears: on the 19 git change traces of
 trace changes, against the pages there from the start, up to 1,700 times
 as often in its first hour, 1.1-190 times from an hour to a day, 0.7-44
 times from a day to a week and 0.2-29 times from one to four weeks (about
-as ``1 / age``; ``benchmarks/recrawl_page_age.py``, ``docs/recrawl.rst``). Planned from its section's pooled rate, a new page
-is revisited as if it were a settled one, and its first edits wait.
+as ``1 / age``; ``benchmarks/recrawl_page_age.py``, ``docs/recrawl.rst``).
+Planned from its section's pooled rate, a new page is revisited as if it
+were a settled one, and its first edits wait.
 
 The model, learnt from the crawl's own revisits like the burst model
 (:mod:`.burst`):
