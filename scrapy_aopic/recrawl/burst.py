@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 
-from . import checks
 from .estimators import TimedChangeHistory
 from .pooled import PooledMultiplier
 
@@ -97,11 +96,4 @@ class BurstModel(PooledMultiplier):
     def load_state(self, state: dict) -> None:
         """Restore :meth:`to_state`, each value checked first
         (:mod:`.checks`); nothing changes when one is bad."""
-        state = checks.mapping(state, "burst model")
-        pools, base = self._read_pools(state, "burst")
-        counters = state.get("counters")
-        if not isinstance(counters, list) or len(counters) != 2:
-            raise ValueError(f"recrawl state: burst counters {counters!r} are not two counts"[:200])
-        hot_intervals, hot_changes = (checks.count(x, "burst counter") for x in counters)
-        self.pools, self._base = pools, base
-        self.hot_intervals, self.hot_changes = hot_intervals, hot_changes
+        self.pools, self._base, (self.hot_intervals, self.hot_changes) = self._read_state(state, "burst", 2)

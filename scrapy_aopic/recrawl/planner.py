@@ -644,14 +644,8 @@ class RecrawlPlanner:
         dated = last_modified if changed and last_modified is not None and previous < last_modified <= now else None
         if changed is not None:
             bursts = self.burst_model
-            if record.young_until is not None and self.young is not None:
-                # Young: its own history only, and the section's multiplier
-                # (the section's pooled rate is left to settled pages).
-                if record.history is None:
-                    record.history = TimedChangeHistory(self.change_window)
-                record.history.add(now, span, changed, dated)
-                self.young.observe(record, now, span, changed, self.prior_rate(record, now))
-            elif bursts is not None and record.hot_until is not None and previous < record.hot_until:
+            young = record.young_until is not None and self.young is not None
+            if not young and bursts is not None and record.hot_until is not None and previous < record.hot_until:
                 # Revisited while hot: the hot rate learns, the quiet one not
                 # (it stays the rate between bursts).
                 bursts.observe(record, now, span, changed)
@@ -659,7 +653,11 @@ class RecrawlPlanner:
                 if record.history is None:
                     record.history = TimedChangeHistory(self.change_window)
                 record.history.add(now, span, changed, dated)
-                self._pool_add(record, now, span, changed)
+                if young:
+                    # The section's pooled rate is left to settled pages.
+                    self.young.observe(record, now, span, changed, self.prior_rate(record, now))
+                else:
+                    self._pool_add(record, now, span, changed)
             if bursts is not None and changed:
                 record.hot_until = now + bursts.window
             if changed:

@@ -69,6 +69,13 @@ class PooledMultiplier:
         return {"pools": self.pools, "base": self._base}
 
     @staticmethod
-    def _read_pools(state: dict, what: str) -> tuple[dict[str, list[float]], float | None]:
-        """The pools and base of :meth:`_pools_state`, checked (not installed)."""
-        return checks.pairs(state.get("pools"), f"{what} pool"), checks.time(state.get("base"), f"{what} base")
+    def _read_state(state: dict, what: str, counters: int) -> tuple[dict[str, list[float]], float | None, list[int]]:
+        """The pools, base and ``counters`` counts of a saved model,
+        checked (not installed)."""
+        state = checks.mapping(state, f"{what} model")
+        pools = checks.pairs(state.get("pools"), f"{what} pool")
+        base = checks.time(state.get("base"), f"{what} base")
+        counts = state.get("counters")
+        if not isinstance(counts, list) or len(counts) != counters:
+            raise ValueError(f"recrawl state: {what} counters {counts!r} are not {counters} counts"[:200])
+        return pools, base, [checks.count(x, f"{what} counter") for x in counts]

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 
-from . import checks
 from .pooled import PooledMultiplier
 
 DAY = 86400.0
@@ -77,11 +76,5 @@ class YoungPages(PooledMultiplier):
     def load_state(self, state: dict) -> None:
         """Restore :meth:`to_state`, each value checked first
         (:mod:`.checks`); nothing changes when one is bad."""
-        state = checks.mapping(state, "new-page model")
-        pools, base = self._read_pools(state, "new-page")
-        counters = state.get("counters")
-        if not isinstance(counters, list) or len(counters) != 3:
-            raise ValueError(f"recrawl state: new-page counters {counters!r} are not three counts"[:200])
-        counts = [checks.count(x, "new-page counter") for x in counters]
-        self.pools, self._base = pools, base
+        self.pools, self._base, counts = self._read_state(state, "new-page", 3)
         self.young_pages, self.young_intervals, self.young_changes = counts
