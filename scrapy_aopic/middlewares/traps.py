@@ -196,6 +196,7 @@ class Soft404Middleware:
         self.stats = stats
         self._spared_logged = False
         self._unread_logged = False
+        self._shape_logged = False
         self._error_urls: set[str] = set()
 
     @classmethod
@@ -265,8 +266,15 @@ class Soft404Middleware:
         if passed:
             self._withdraw_links(passed)
         if len(detector.error_shapes) > shapes:
-            logger.info("aopic: soft 404s found: %d distinct URLs answered the page of %s; "
-                        "pages of that shape are refused from now on", self.guard.limits.soft404_pages, request.url)
+            # A documentation site has hundreds of templates answered by
+            # sibling pages (rustdoc: 190 in 5,500 pages): counted, said once.
+            self._count("aopic/trap/soft404_shapes")
+            if not self._shape_logged:
+                self._shape_logged = True
+                logger.info("aopic: soft 404s found: %d distinct URLs answered the page of %s; pages of that "
+                            "shape are refused from now on unless their directory spares them (stat "
+                            "aopic/trap/soft404_shapes counts such shapes; logged once)",
+                            self.guard.limits.soft404_pages, request.url)
         if detector.counts["dir_one_shape"] > one_shape and self.stats is not None:
             self.stats.inc_value("aopic/trap/soft404_dir_one_shape", detector.counts["dir_one_shape"] - one_shape)
         for parent in list(detector.closed)[closed:]:

@@ -189,7 +189,8 @@ def test_trap_refusals_counted_at_both_points(trap_crawl):
     # aopic/trap/soft404_spared, passed: broken links of a section that
     # mints nothing; pages passed unread, aopic/trap/soft404_unread).
     assert not [k for k in stats if k.startswith("aopic/trap/") and not k.startswith("aopic/trap/soft404_gate_")
-                and k not in ("aopic/trap/soft404_spared", "aopic/trap/soft404_unread")]
+                and k not in ("aopic/trap/soft404_spared", "aopic/trap/soft404_unread",
+                              "aopic/trap/soft404_shapes")]
 
 
 def test_trapped_urls_hold_no_cash_and_books_balance(trap_crawl):
@@ -323,4 +324,42 @@ def test_soft404_middleware_reads_no_page_that_passes_whatever_its_shape(monkeyp
     fetch("http://b.example/docs/p5.html", f"<p>Page {' '.join(words[5:] + words[:5])} of the manual</p>",
           referer="http://a.example/old/x2.html")
     assert len(read) == before + 1 and crawler.stats.get_value("aopic/trap/soft404_unread") == 3
+    assert frontier.engine.conservation_error() <= 1e-12
+
+
+def test_error_shapes_learned_are_counted_and_said_once(caplog):
+    """Every page shape learned as an error shape is counted; the log says
+    it once (a documentation site learns hundreds, nearly all spared)."""
+    from scrapy import Request
+    from scrapy.exceptions import IgnoreRequest
+    from scrapy.http import HtmlResponse
+
+    from scrapy_aopic.middlewares.traps import Soft404Middleware
+
+    crawler, frontier = _frontier()
+    mw = Soft404Middleware.from_crawler(crawler)
+
+    def fetch(url: str, body: str):
+        assert frontier.enqueue(Request(url, meta={"is_start_request": True}))
+        request = frontier.next_request()
+        response = HtmlResponse(url, body=f"<html><body>{body}</body></html>".encode(), encoding="utf-8",
+                                request=request)
+        try:
+            mw.process_response(request, response)
+        except IgnoreRequest:
+            pass
+        finally:
+            if frontier.lease_of(request) is not None:
+                frontier.fail(request, "test")
+
+    pages = ["<p>Not found, sorry: the page you asked for is not here any more, try the index</p>",
+             "<p>No results for your search in the archive of this site, go back and try other words</p>"]
+    with caplog.at_level("INFO", logger="scrapy_aopic.middlewares.traps"):
+        for space, body in enumerate(pages):
+            for n in range(3):
+                fetch(f"http://a.example/s{space}/x{n}.html", f"{body}<a href='y{n}.html'>more</a>")
+    assert len(mw.guard.soft404.error_shapes) == 2
+    assert crawler.stats.get_value("aopic/trap/soft404_shapes") == 2
+    said = [r.getMessage() for r in caplog.records if "soft 404s found" in r.getMessage()]
+    assert len(said) == 1 and "aopic/trap/soft404_shapes" in said[0]
     assert frontier.engine.conservation_error() <= 1e-12
