@@ -103,6 +103,11 @@ def bench_canonical(n: int = 20000) -> None:
     print(f"w3lib canonicalize_url alone, same URLs:  {t / n * 1e6:6.1f} us/URL")
 
 
+def names_list(text: str) -> list[str]:
+    """``"a,b"`` -> ``["a", "b"]``."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--budget", type=int, default=1500)
@@ -114,6 +119,9 @@ def main() -> None:
     parser.add_argument("--event-days", type=float, default=0.0,
                         help="share of the calendar's days 3/14/25 of 2024-2026 holding a real event page (0: none)")
     parser.add_argument("--farm-share", type=float, default=0.02, help="share of articles linking the link farm")
+    parser.add_argument("--allowed-domains", type=names_list, default=None,
+                        help="the spider's allowed_domains, comma-separated (default: none, an open crawl; "
+                             "127.0.0.1 keeps the crawl off the link farm's host, a site crawl)")
     parser.add_argument("--no-micro", action="store_true", help="skip the canonicalization timings")
     args = parser.parse_args()
     orders = {name: ORDERS[name] for name in args.orders}
@@ -132,7 +140,7 @@ def main() -> None:
         common = {"CLOSESPIDER_PAGECOUNT": args.budget, "CONCURRENT_REQUESTS": 16,
                   "CONCURRENT_REQUESTS_PER_DOMAIN": per_host}
         with SiteServer(clean) as server:
-            run_crawl([server.base + "/"], {**ORDERS["scrapy-bfs"], **common})
+            run_crawl([server.base + "/"], {**ORDERS["scrapy-bfs"], **common}, allowed_domains=args.allowed_domains)
             reference = fetch_figures(server.take_log(), real)
         print(f"\nCONCURRENT_REQUESTS=16, CONCURRENT_REQUESTS_PER_DOMAIN={per_host}")
         print(f"{'order':<22}{'fetches':>8}{'traps':>7}{'dups':>6}{'waste':>8}{'real':>7}{'vs ref':>8}{'secs':>7}"
@@ -143,7 +151,8 @@ def main() -> None:
             for name, order in orders.items():
                 start = time.perf_counter()
                 probe = site_args if name.startswith("aopic") else None
-                report = run_crawl([server.base + "/"], {**order, **common}, lambda_probe=probe)
+                report = run_crawl([server.base + "/"], {**order, **common}, lambda_probe=probe,
+                                   allowed_domains=args.allowed_domains)
                 secs = time.perf_counter() - start
                 server_log = server.take_log()
                 fig = fetch_figures(server_log, real, broken)

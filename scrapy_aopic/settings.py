@@ -150,37 +150,57 @@ define("AOPIC_PRIORITY_HORIZON", 0.0, "core", """
     with the default ``AOPIC_LAMBDA_TARGETS = "pending-cash"`` it loses 1.6
     points on synthetic-100k at 10 % and 1.7 on the Rust docs at 25 %. Try
     ``100`` with ``"pending"`` on documentation-like sites.""")
-define("AOPIC_DISCOVERY_CASH", 0.0, "core", """
+define("AOPIC_DISCOVERY_CASH", None, "core", """
     Share of ``AOPIC_SEED_CASH`` brought in for every URL the first time it
-    becomes known through a link found on a fetched page (``0``, the
-    default: none). It is a teleport to the pages the crawl knows, as
-    PageRank's: without it cash enters only at the seeds and, in a crawl
-    that keeps growing, the newest parts of a site are starved of it. The
-    cash is counted as injected (``aopic/cash_injected_total``), so the
-    books still balance (``aopic/conservation_error``) and the importance
-    estimate divides by it. Seeds, redirect targets and URLs known before
-    bring none. Measured with the policy simulator (``docs/benchmarks.rst``,
-    ordering), ``0.01``, share of the ideal sort's PageRank at 10 % of pages
-    fetched: Rust docs 83.2 % -> 95.1 %, Python docs 85.5 % -> 96.3 %,
-    PostgreSQL docs 91.6 % -> 93.6 %, synthetic-100k 75.1 % -> 77.7 %,
-    synthetic-1M 80.7 % -> 82.8 %, no graph losing more than 0.2 point at
-    1, 5, 10, 25 or 50 %. **Off by default** because a site that mints new
-    URLs funds itself with it: in a real crawl of the trap site
-    (``benchmarks/bench_traps.py``, 8 requests per host) a link farm on a
-    second host took 253 of 1,541 fetches (16 %) with ``0.01``, 6 without.
-    ``AOPIC_MIN_CASH_SHARE`` compares what URLs hold beyond their discovery
-    cash, which cut that to 16 fetches in three runs of four but 105 in the
-    fourth, on a loaded machine (a farm page passes its own discovery cash
-    on to its ten links, as much as a real page's link brings): not safe
-    enough to be on by default, and withholding that pass-on loses the
-    whole gain (``docs/benchmarks.rst``).
-    Switch it on for crawls of sites you trust (documentation, an
-    intranet), not for open broad crawls. Memory backend (with or without
+    becomes known through a link found on a fetched page. ``None``, the
+    default, chooses by the spider: ``0.01`` on a *site crawl* (the spider
+    sets ``allowed_domains``, so every URL it follows is on a domain the
+    user named) and ``0`` (none) on an *open crawl* (no
+    ``allowed_domains``); the crawl logs which one it took, once. A number
+    is used as given on any crawl. It is a teleport to the pages the crawl
+    knows, as PageRank's: without it cash enters only at the seeds and, in
+    a crawl that keeps growing, the newest parts of a site are starved of
+    it. The cash is counted as injected (``aopic/cash_injected_total``), so
+    the books still balance (``aopic/conservation_error``) and the
+    importance estimate divides by it. Seeds, redirect targets and URLs
+    known before bring none. Share of the ideal sort's PageRank after 10 %
+    of a site's pages, ``0`` -> ``0.01``: in the policy simulator Rust docs
+    83.2 % -> 95.1 %, Python docs 85.5 % -> 96.3 %, PostgreSQL docs 91.6 %
+    -> 93.6 %, synthetic-100k 75.1 % -> 77.7 %, no graph losing more than
+    0.2 point at 1, 5, 10, 25 or 50 %; in real ``scrapy crawl`` runs of the
+    three sites (``benchmarks/bench_crawl_order.py``, medians of two
+    rounds, ten for Python) Rust docs 77.9 % -> 89.7 %, Python docs 83.3 %
+    -> 85.0 % (25 %: 93.4 % -> 97.0 %), PostgreSQL docs 91.9 % -> 91.4 %
+    (25 %: 89.8 % -> 91.8 %). **Not on an open crawl**, because a host that
+    mints new URLs funds itself with it: in a real crawl of the trap site
+    (``benchmarks/bench_traps.py``, 8 requests per host, no
+    ``allowed_domains``) a link farm on a second host took 253 of 1,541
+    fetches (16 %) with ``0.01``, 6 without. ``AOPIC_MIN_CASH_SHARE``
+    compares what URLs hold beyond their discovery cash, which cut that to
+    about 16 fetches in most runs but 105 in two runs of twelve (a farm
+    page passes its own discovery cash on to its ten links, as much as a
+    real page's link brings). On a site crawl the farm's host is offsite
+    unless ``allowed_domains`` names it. Memory backend (with or without
     ``JOBDIR``: a resume with another value replays the journal with the
     value it was written with, logs the change and applies the new one from
     then on) and Redis; ignored on a Redis Cluster (counted
     ``aopic/discovery_cash_ignored``: a credit sent to another shard cannot
     bring it).""")
+
+#: ``AOPIC_DISCOVERY_CASH`` on a site crawl when the setting is ``None``.
+SITE_CRAWL_DISCOVERY_CASH = 0.01
+
+
+def discovery_cash(settings: Any, allowed_domains: Any) -> float:
+    """``AOPIC_DISCOVERY_CASH`` as set, or, when it is ``None``, the
+    default for the spider: :data:`SITE_CRAWL_DISCOVERY_CASH` if its
+    ``allowed_domains`` names any domain (a site crawl), else 0."""
+    value = get_optional_float(settings, "AOPIC_DISCOVERY_CASH")
+    if value is not None:
+        return value
+    return SITE_CRAWL_DISCOVERY_CASH if allowed_domains else 0.0
+
+
 define("AOPIC_DIRECT_LANE_SHARE", 0.5, "core", """
     Largest share of the requests handed out that the direct lane may take
     while cash-ordered URLs are waiting too. The lane holds the requests a

@@ -139,7 +139,8 @@ class Frontier:
         self.recrawl: RevisitSource | None = None
         self.link_memory = aopic_settings.get_bool(settings, "AOPIC_LINK_MEMORY")
         self.priority_horizon = aopic_settings.get_float(settings, "AOPIC_PRIORITY_HORIZON")
-        self.discovery_cash = aopic_settings.get_float(settings, "AOPIC_DISCOVERY_CASH")
+        # None: chosen by the spider at open (a site crawl or an open one)
+        self.discovery_cash = aopic_settings.get_optional_float(settings, "AOPIC_DISCOVERY_CASH")
         self.backend = aopic_settings.get(settings, "AOPIC_BACKEND")
         self.export_path = aopic_settings.get(settings, "AOPIC_EXPORT_IMPORTANCE")
         self.journal_sync = aopic_settings.get_bool(settings, "AOPIC_JOURNAL_SYNC")
@@ -182,7 +183,7 @@ class Frontier:
         # Validate early: a bad setting should stop the crawl before it starts.
         AopicEngine(MemoryStore(self.lambda_targets), lambda_tax=self.lambda_tax,
                     history_window=self.history_window, seed_cash=self.seed_cash,
-                    priority_horizon=self.priority_horizon, discovery_cash=self.discovery_cash)
+                    priority_horizon=self.priority_horizon, discovery_cash=self.discovery_cash or 0.0)
         self.link_filters = LinkFilterChain()
         #: Checks of a leased request before it is handed to Scrapy: each
         #: returns True when it refused (and settled) the request itself.
@@ -267,6 +268,16 @@ class Frontier:
                         "(it ranks pending URLs in the memory store only)")
         if self.recrawl is not None:
             self.recrawl.open(self.store)
+        allowed_domains = getattr(spider, "allowed_domains", None)
+        self.discovery_cash = aopic_settings.discovery_cash(self.crawler.settings, allowed_domains)
+        if self.crawler.settings.get("AOPIC_DISCOVERY_CASH") is None:
+            if allowed_domains:
+                logger.info("aopic: a site crawl (the spider sets allowed_domains): each URL a fetched page "
+                            "makes known brings %g of a seed's cash (AOPIC_DISCOVERY_CASH = 0 turns it off)",
+                            self.discovery_cash)
+            else:
+                logger.info("aopic: an open crawl (the spider sets no allowed_domains): URLs a fetched page "
+                            "makes known bring no cash of their own (AOPIC_DISCOVERY_CASH)")
         self.engine = AopicEngine(
             self.store,
             lambda_tax=self.lambda_tax,
@@ -282,7 +293,8 @@ class Frontier:
             chosen = self.crawler.settings.get("AOPIC_DISCOVERY_CASH") is not None
             logger.log(logging.WARNING if chosen else logging.INFO,
                        "aopic: AOPIC_DISCOVERY_CASH=%g%s is not available with the %s backend: "
-                       "URLs discovered bring no cash", self.discovery_cash, "" if chosen else " (the default)",
+                       "URLs discovered bring no cash", self.discovery_cash,
+                       "" if chosen else " (the default for a site crawl)",
                        self.backend)
         if self.engine.priority_horizon != self.priority_horizon:
             # A store that cannot order by priority (Redis) keeps the cash order.

@@ -369,7 +369,8 @@ def shipped_engine_kwargs() -> dict:
         "max_revisits": inspect.signature(AopicEngine).parameters["max_revisits"].default,
         "priority_horizon": aopic_settings.get_float(empty, "AOPIC_PRIORITY_HORIZON"),
         "seed_cash": aopic_settings.get_float(empty, "AOPIC_SEED_CASH"),
-        "discovery_cash": aopic_settings.get_float(empty, "AOPIC_DISCOVERY_CASH"),
+        # the simulator's crawls are open ones (no allowed_domains)
+        "discovery_cash": aopic_settings.discovery_cash(empty, allowed_domains=None),
     }
 
 

@@ -14,7 +14,7 @@ from scrapy.utils.test import get_crawler
 from scrapy_aopic.frontier import Frontier
 from scrapy_aopic.frontier.requestcodec import decode_request, encode_request
 from scrapy_aopic.scheduler import AopicScheduler
-from scrapy_aopic.store import PENDING
+from scrapy_aopic.store import PENDING, Link
 from tests.support.redis_server import redis_backend_settings
 
 
@@ -396,6 +396,40 @@ def test_jobdir_survives_a_crash_without_close(tmp_path, horizon):
     assert len(again) == 10 - 3 + 2 + 1  # 7 untouched, 2 in flight back, 1 found
     assert again.frontier.engine.conservation_error() < 1e-12
     assert crawler.stats.get_value("aopic/resumed_in_flight") == 2
+
+
+def _opened_with(spider, settings=None):
+    crawler = get_crawler(type(spider), {"ADDONS": {"scrapy_aopic.Addon": 0}, **(settings or {})})
+    scheduler = AopicScheduler.from_crawler(crawler)
+    scheduler.open(spider)
+    return scheduler.frontier.engine
+
+
+@pytest.mark.parametrize("allowed, setting, expected", [
+    (["h.example"], None, 0.01),  # a site crawl: the default brings discovery cash
+    (None, None, 0.0),  # an open crawl: none
+    ([], None, 0.0),
+    (["h.example"], 0, 0.0),  # a number is used as given, on any crawl
+    (None, 0.03, 0.03),
+])
+def test_discovery_cash_by_default_only_on_a_site_crawl(allowed, setting, expected, caplog):
+    spider = BroadSpider()
+    if allowed is not None:
+        spider.allowed_domains = allowed
+    settings = {} if setting is None else {"AOPIC_DISCOVERY_CASH": setting}
+    with caplog.at_level("INFO", logger="scrapy_aopic.frontier"):
+        engine = _opened_with(spider, settings)
+    assert engine.discovery_cash == expected
+    engine.add_seed(Link("http://h.example/", "h.example", 0))
+    lease = engine.next()
+    engine.visit(lease, [Link("http://h.example/a", "h.example", 1)])
+    assert engine.store.get("http://h.example/a").cash > 0
+    assert engine.totals().injected == pytest.approx(1.0 + expected)
+    assert engine.conservation_error() < 1e-12
+    said = [r.getMessage() for r in caplog.records if "AOPIC_DISCOVERY_CASH" in r.getMessage()]
+    assert len(said) == (1 if setting is None else 0)  # the choice is said once, when it was made
+    if setting is None:
+        assert ("a site crawl" if allowed else "an open crawl") in said[0]
 
 
 def test_resume_with_another_discovery_cash_is_counted(tmp_path):

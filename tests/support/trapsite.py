@@ -660,6 +660,8 @@ def run_crawl_here(config: dict) -> dict:
 
     class LinkSpider(Spider):
         name = "links"
+        if config.get("allowed_domains"):
+            allowed_domains = config["allowed_domains"]
 
         async def start(self):
             for url in config["seeds"]:
@@ -717,10 +719,12 @@ def run_crawl_here(config: dict) -> dict:
     return report
 
 
-def run_crawl(seeds: list[str], settings: dict, timeout: float = 300, lambda_probe: dict | None = None) -> dict:
+def run_crawl(seeds: list[str], settings: dict, timeout: float = 300, lambda_probe: dict | None = None,
+              allowed_domains: list[str] | None = None) -> dict:
     """Run :func:`run_crawl_here` in a fresh Python process; its report.
     ``lambda_probe``: the :class:`TrapSite` arguments of the site crawled,
-    to measure lambda's payouts to its traps (``report["lambda"]``)."""
+    to measure lambda's payouts to its traps (``report["lambda"]``);
+    ``allowed_domains``: the spider's (None: an open crawl)."""
     import os
     import subprocess
     import tempfile
@@ -729,7 +733,8 @@ def run_crawl(seeds: list[str], settings: dict, timeout: float = 300, lambda_pro
         cfg = os.path.join(tmp, "config.json")
         out = os.path.join(tmp, "report.json")
         with open(cfg, "w") as f:
-            json.dump({"seeds": seeds, "settings": settings, "out": out, "lambda_probe": lambda_probe}, f)
+            json.dump({"seeds": seeds, "settings": settings, "out": out, "lambda_probe": lambda_probe,
+                       "allowed_domains": allowed_domains}, f)
         result = subprocess.run([sys.executable, os.path.abspath(__file__), cfg], capture_output=True, text=True, timeout=timeout)
         if result.returncode != 0 or not os.path.exists(out):
             raise RuntimeError(f"crawl failed ({result.returncode}):\n{result.stderr[-4000:]}")

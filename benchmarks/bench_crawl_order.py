@@ -1,0 +1,217 @@
+"""Ordering in a real crawl: the PageRank a `scrapy crawl` has fetched after k % of a site.
+
+    python benchmarks/bench_crawl_order.py [--tree NAME ...] [--setups aopic,plain]
+                                           [--fractions 1,5,10,25] [--rounds 1]
+    python benchmarks/bench_crawl_order.py --tree postgresql-doc-15 --tree python3-doc --rounds 2
+    python benchmarks/bench_crawl_order.py --tree rust-doc --setups aopic,discovery --fractions 5,10
+
+The simulator (``bench_ordering.py``) drives the engine one fetch at a time
+over a link graph; a real crawl has 16 requests in flight, Scrapy's
+middlewares, redirects and the pages' own markup. This serves a Debian
+documentation tree (``rust-doc``, ``python3-doc``, ``postgresql-doc-15``
+or any HTML root) on 127.0.0.1, runs the example project's ``broad``
+spider on it (its settings as shipped: 16 concurrent requests, 4 per host;
+``allowed_domains=127.0.0.1``) from the tree's top ``index.html``, and
+records every GET the server answers, in order. Each fetch costs one unit
+of the budget, whatever it was (a redirect stub, a 404, a stylesheet a
+link pointed to): k % of a tree is k % of the pages of its link graph
+(:func:`scrapy_aopic.sim.docgraph.load_docgraph`, the simulator's graph of
+the same files) counted in fetches. The figure is the true PageRank of the
+graph's pages fetched within that many fetches, as a share of what the
+ideal sort (the top pages by true PageRank) holds at the same count: the
+simulator's ``bench_ordering.py`` figure, measured on the crawl.
+
+Setups (``--setups``, comma-separated): ``aopic`` (the add-on's defaults:
+a site crawl, so ``AOPIC_DISCOVERY_CASH`` is 0.01), ``no-discovery``
+(``AOPIC_DISCOVERY_CASH=0``, the default before it chose by the spider),
+``discovery`` (``AOPIC_DISCOVERY_CASH=0.01``), ``horizon``
+(``AOPIC_PRIORITY_HORIZON=100``), ``plain`` (Scrapy without the add-on:
+depth-first, its default) and ``plain-bfs`` (Scrapy breadth-first:
+``DEPTH_PRIORITY=1`` with FIFO queues). Rounds alternate the setups'
+order; a crawl stops at the largest fraction's fetch count (the server
+counts), so a round of the Rust tree at 25 % is about 5,500 fetches a setup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import posixpath
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import arglists  # noqa: E402
+
+from scrapy_aopic.sim.docgraph import DOC_TREES, load_docgraph  # noqa: E402
+from scrapy_aopic.sim.pagerank import pagerank  # noqa: E402
+
+#: name -> the Scrapy settings of its crawls (``-s NAME=VALUE``).
+SETUPS = {
+    "aopic": [],
+    "no-discovery": ["AOPIC_DISCOVERY_CASH=0"],
+    "discovery": ["AOPIC_DISCOVERY_CASH=0.01"],
+    "horizon": ["AOPIC_PRIORITY_HORIZON=100"],
+    "plain": ["ADDONS={}"],
+    "plain-bfs": ["ADDONS={}", "DEPTH_PRIORITY=1",
+                  "SCHEDULER_DISK_QUEUE=scrapy.squeues.PickleFifoDiskQueue",
+                  "SCHEDULER_MEMORY_QUEUE=scrapy.squeues.FifoMemoryQueue"],
+}
+CRAWL_TIMEOUT = 1800
+
+
+class _CountingServer(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+
+    def handle_error(self, request, client_address):
+        pass  # the crawler closing connections at its budget is expected
+
+
+class CountedTree:
+    """A static tree on 127.0.0.1 that records the path of every GET, in
+    the order it answered them, and stops answering (503) after ``limit``
+    counted fetches (``/robots.txt`` is not counted)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.lock = threading.Lock()
+        self.paths: list[str] = []
+        self.limit = 0
+        tree = self
+
+        class Handler(SimpleHTTPRequestHandler):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, directory=str(root), **kwargs)
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                path = urlsplit(self.path).path
+                if path != "/robots.txt":
+                    with tree.lock:
+                        if len(tree.paths) >= tree.limit:
+                            self.send_error(503)
+                            return
+                        tree.paths.append(path)
+                super().do_GET()
+
+        self.server = _CountingServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.seed = f"http://127.0.0.1:{self.server.server_address[1]}/index.html"
+
+    def reset(self, limit: int) -> None:
+        with self.lock:
+            self.paths = []
+            self.limit = limit
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+def node_of_path(path: str, index: dict[str, int]) -> int | None:
+    """The graph node a fetched URL path is, or None (a redirect stub, a
+    404, a file that is no page): the docgraph's names are tree-relative,
+    percent-decoded, a directory meaning its ``index.html``."""
+    name = posixpath.normpath(unquote(path)).lstrip("/")
+    if path.endswith("/") or name in ("", "."):
+        name = posixpath.join(name if name != "." else "", "index.html")
+    return index.get(name)
+
+
+def crawl(tree: CountedTree, setup: str, fetches: int, workdir: Path) -> list[str]:
+    """One ``scrapy crawl broad`` of the served tree; the paths it fetched."""
+    tree.reset(fetches)
+    log = workdir / f"crawl-{setup}.log"
+    command = [sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"seeds={tree.seed}",
+               "-a", "allowed_domains=127.0.0.1", "-s", f"LOG_FILE={log}", "-s", "LOG_LEVEL=INFO",
+               "-s", "ROBOTSTXT_OBEY=False", "-s", f"CLOSESPIDER_PAGECOUNT={fetches}",
+               # the server refuses fetches past the budget; not worth retrying
+               "-s", "RETRY_ENABLED=False"]
+    for setting in SETUPS[setup]:
+        command += ["-s", setting]
+    subprocess.run(command, cwd=ROOT / "example_project", check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=CRAWL_TIMEOUT,
+                   env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    with tree.lock:
+        return list(tree.paths)
+
+
+def shares(paths: list[str], index: dict[str, int], rank: np.ndarray, counts: list[int]) -> list[float]:
+    """Per count: the true PageRank of the distinct pages among the first
+    ``count`` fetches, as a share of the ideal sort's at ``count``."""
+    top = np.cumsum(np.sort(rank)[::-1])
+    seen: set[int] = set()
+    held, result, fetched = 0.0, [], 0
+    for count in counts:
+        for path in paths[fetched:count]:
+            node = node_of_path(path, index)
+            if node is not None and node not in seen:
+                seen.add(node)
+                held += rank[node]
+        fetched = count
+        result.append(100.0 * held / top[min(count, len(top)) - 1])
+    return result
+
+
+def run_tree(name: str, setups: list[str], fractions: list[float], rounds: int) -> None:
+    graph = load_docgraph(name, verbose=True)
+    rank = pagerank(graph)
+    index = {url: i for i, url in enumerate(graph.urls)}
+    counts = [max(1, round(graph.n * f / 100)) for f in fractions]
+    tree = CountedTree(Path(DOC_TREES.get(name, name)).resolve())
+    print(f"{name}: {graph.n} pages in the graph; budgets {', '.join(map(str, counts))} fetches; "
+          f"served at {tree.seed}", flush=True)
+    results: dict[str, list[list[float]]] = {setup: [] for setup in setups}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for round_number in range(rounds):
+                order = setups if round_number % 2 == 0 else list(reversed(setups))
+                for setup in order:
+                    paths = crawl(tree, setup, counts[-1], Path(tmp))
+                    row = shares(paths, index, rank, counts)
+                    pages = sum(1 for p in paths if node_of_path(p, index) is not None)
+                    results[setup].append(row)
+                    print(f"  round {round_number + 1} {setup:<10} "
+                          + "  ".join(f"{f:g} %: {v:5.1f}" for f, v in zip(fractions, row))
+                          + f"   ({len(paths)} fetches, {pages} of them graph pages)", flush=True)
+    finally:
+        tree.close()
+    print(f"{name}, share of the ideal sort's PageRank (%), median of {rounds} round(s):")
+    print("  setup       " + "".join(f"{f:>7g} %" for f in fractions))
+    for setup in setups:
+        medians = [statistics.median(r[i] for r in results[setup]) for i in range(len(fractions))]
+        print(f"  {setup:<11} " + "".join(f"{m:9.1f}" for m in medians), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tree", action="append",
+                        help="rust-doc, python3-doc, postgresql-doc-15 or an HTML root; repeatable "
+                             "(default: postgresql-doc-15)")
+    parser.add_argument("--setups", type=arglists.names(SETUPS, none=False),
+                        default=["aopic", "no-discovery", "plain", "plain-bfs"])
+    parser.add_argument("--fractions", type=arglists.numbers, default=[1.0, 5.0, 10.0, 25.0],
+                        help="shares of the graph's pages, in %% (comma-separated)")
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    if not args.fractions or sorted(args.fractions) != args.fractions or args.fractions[0] <= 0:
+        parser.error("--fractions must be positive and ascending")
+    for name in args.tree or ["postgresql-doc-15"]:
+        run_tree(name, args.setups, args.fractions, args.rounds)
+
+
+if __name__ == "__main__":
+    main()
