@@ -34,6 +34,12 @@ def names(choices: Iterable[str], *, none: bool = True) -> Callable[[str], list[
     return parse
 
 
+def words(text: str) -> list[str]:
+    """``"a, b"`` -> ``["a", "b"]``: a comma-separated list of free names
+    (domains, hosts), blanks dropped."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
 def numbers(text: str) -> list[float]:
     """``"0,0.01,inf"`` -> ``[0.0, 0.01, inf]``; ``"none"`` or ``""`` -> ``[]``."""
     if text == "none":

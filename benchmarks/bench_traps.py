@@ -5,12 +5,14 @@ to an endless calendar, per-page session ids, a relative-link loop, a
 counter parameter, a link farm on a second host, soft 404s) and runs real
 ``scrapy crawl``s, one process each, side by side in the same run:
 
-* ``aopic``: ``ADDONS = {"scrapy_aopic.Addon": 0}``, everything default;
+* ``aopic``: ``ADDONS = {"scrapy_aopic.Addon": 0}``, everything default
+  (discovery cash 0.01 with ``--allowed-domains``, a site crawl; none
+  without, an open crawl);
 * ``aopic-pending``: the same with ``AOPIC_LAMBDA_TARGETS = "pending"``
   (lambda's equal dividend, the default before issue 16; the default
   ``"pending-cash"`` pays in proportion to cash);
 * ``aopic-no-discovery``: the same with ``AOPIC_DISCOVERY_CASH = 0`` (no
-  cash brought in by discovered URLs, the default before issue 18);
+  cash brought in by discovered URLs, the default on an open crawl);
 * ``aopic-discovery``: the same with ``AOPIC_DISCOVERY_CASH = 0.01`` (the
   simulator's share, whatever the default);
 * ``scrapy-default``: Scrapy's own order (LIFO: depth-first);
@@ -50,7 +52,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 
-from arglists import names, numbers  # noqa: E402
+from arglists import names, numbers, words  # noqa: E402
 
 from tests.support.trapsite import SOFT404_VARIANTS, SiteServer, TrapSite, fetch_figures, real_refused, run_crawl  # noqa: E402
 
@@ -103,11 +105,6 @@ def bench_canonical(n: int = 20000) -> None:
     print(f"w3lib canonicalize_url alone, same URLs:  {t / n * 1e6:6.1f} us/URL")
 
 
-def names_list(text: str) -> list[str]:
-    """``"a,b"`` -> ``["a", "b"]``."""
-    return [item.strip() for item in text.split(",") if item.strip()]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--budget", type=int, default=1500)
@@ -119,7 +116,7 @@ def main() -> None:
     parser.add_argument("--event-days", type=float, default=0.0,
                         help="share of the calendar's days 3/14/25 of 2024-2026 holding a real event page (0: none)")
     parser.add_argument("--farm-share", type=float, default=0.02, help="share of articles linking the link farm")
-    parser.add_argument("--allowed-domains", type=names_list, default=None,
+    parser.add_argument("--allowed-domains", type=words, default=None,
                         help="the spider's allowed_domains, comma-separated (default: none, an open crawl; "
                              "127.0.0.1 keeps the crawl off the link farm's host, a site crawl)")
     parser.add_argument("--no-micro", action="store_true", help="skip the canonicalization timings")

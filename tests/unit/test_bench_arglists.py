@@ -33,3 +33,8 @@ def test_settings_of_expands_the_short_prefix_as_the_type_checks_it(arglists):
     }
     with pytest.raises(argparse.ArgumentTypeError, match="AOPIC_RECRAWL_BURTS"):
         parse("BURTS=true")
+
+
+def test_words_split_at_commas_and_drop_blanks(arglists):
+    assert arglists.words("127.0.0.1, localhost,,") == ["127.0.0.1", "localhost"]
+    assert arglists.words("") == []
