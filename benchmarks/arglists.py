@@ -16,6 +16,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 
+def words(text: str) -> list[str]:
+    """``"a, b"`` -> ``["a", "b"]``: a comma-separated list of free names
+    (domains, hosts), blanks dropped."""
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
 def names(choices: Iterable[str], *, none: bool = True) -> Callable[[str], list[str]]:
     """``"a,b"`` -> ``["a", "b"]``, each one of ``choices``; ``"none"`` (if
     allowed) -> ``[]``."""
@@ -24,7 +30,7 @@ def names(choices: Iterable[str], *, none: bool = True) -> Callable[[str], list[
     def parse(text: str) -> list[str]:
         if none and text == "none":
             return []
-        items = [item.strip() for item in text.split(",") if item.strip()]
+        items = words(text)
         unknown = [item for item in items if item not in allowed]
         if unknown:
             accepted = ", ".join(allowed + (["none"] if none else []))
@@ -32,12 +38,6 @@ def names(choices: Iterable[str], *, none: bool = True) -> Callable[[str], list[
         return items
 
     return parse
-
-
-def words(text: str) -> list[str]:
-    """``"a, b"`` -> ``["a", "b"]``: a comma-separated list of free names
-    (domains, hosts), blanks dropped."""
-    return [item.strip() for item in text.split(",") if item.strip()]
 
 
 def numbers(text: str) -> list[float]:

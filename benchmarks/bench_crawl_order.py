@@ -125,9 +125,9 @@ def node_of_path(path: str, index: dict[str, int]) -> int | None:
     """The graph node a fetched URL path is, or None (a redirect stub, a
     404, a file that is no page): the docgraph's names are tree-relative,
     percent-decoded, a directory meaning its ``index.html``."""
-    name = posixpath.normpath(unquote(path)).lstrip("/")
-    if path.endswith("/") or name in ("", "."):
-        name = posixpath.join(name if name != "." else "", "index.html")
+    name = posixpath.normpath(unquote(path)).lstrip("/")  # a request path: "/" at least
+    if path.endswith("/") or not name:
+        name = posixpath.join(name, "index.html")
     return index.get(name)
 
 

@@ -139,8 +139,10 @@ class Frontier:
         self.recrawl: RevisitSource | None = None
         self.link_memory = aopic_settings.get_bool(settings, "AOPIC_LINK_MEMORY")
         self.priority_horizon = aopic_settings.get_float(settings, "AOPIC_PRIORITY_HORIZON")
-        # None: chosen by the spider at open (a site crawl or an open one)
-        self.discovery_cash = aopic_settings.get_optional_float(settings, "AOPIC_DISCOVERY_CASH")
+        #: discovery cash per new URL: chosen at open when the setting is
+        #: None (by the spider: a site crawl or an open one)
+        self.discovery_cash = 0.0
+        self._discovery_chosen = settings.get("AOPIC_DISCOVERY_CASH") is not None
         self.backend = aopic_settings.get(settings, "AOPIC_BACKEND")
         self.export_path = aopic_settings.get(settings, "AOPIC_EXPORT_IMPORTANCE")
         self.journal_sync = aopic_settings.get_bool(settings, "AOPIC_JOURNAL_SYNC")
@@ -183,7 +185,8 @@ class Frontier:
         # Validate early: a bad setting should stop the crawl before it starts.
         AopicEngine(MemoryStore(self.lambda_targets), lambda_tax=self.lambda_tax,
                     history_window=self.history_window, seed_cash=self.seed_cash,
-                    priority_horizon=self.priority_horizon, discovery_cash=self.discovery_cash or 0.0)
+                    priority_horizon=self.priority_horizon,
+                    discovery_cash=aopic_settings.discovery_cash(settings, allowed_domains=None))
         self.link_filters = LinkFilterChain()
         #: Checks of a leased request before it is handed to Scrapy: each
         #: returns True when it refused (and settled) the request itself.
@@ -270,7 +273,7 @@ class Frontier:
             self.recrawl.open(self.store)
         allowed_domains = getattr(spider, "allowed_domains", None)
         self.discovery_cash = aopic_settings.discovery_cash(self.crawler.settings, allowed_domains)
-        if self.crawler.settings.get("AOPIC_DISCOVERY_CASH") is None:
+        if not self._discovery_chosen:
             if allowed_domains:
                 logger.info("aopic: a site crawl (the spider sets allowed_domains): each URL a fetched page "
                             "makes known brings %g of a seed's cash (AOPIC_DISCOVERY_CASH = 0 turns it off)",
@@ -290,7 +293,7 @@ class Frontier:
         if self.engine.discovery_cash != self.discovery_cash:
             # A store that cannot bring cash in on a visit (Redis Cluster) brings none.
             self.stats.set_value("aopic/discovery_cash_ignored", 1)
-            chosen = self.crawler.settings.get("AOPIC_DISCOVERY_CASH") is not None
+            chosen = self._discovery_chosen
             logger.log(logging.WARNING if chosen else logging.INFO,
                        "aopic: AOPIC_DISCOVERY_CASH=%g%s is not available with the %s backend: "
                        "URLs discovered bring no cash", self.discovery_cash,
