@@ -12,7 +12,8 @@ For each graph it writes ``ordering-<graph>.md`` (Markdown tables),
 and ``ordering-<graph>.png`` into ``--out`` (default ``docs/_static/bench``),
 then ``ordering-summary.md`` / ``.inc`` with the product target (AOPIC at
 10 % of pages fetched: >= 80 % of what the ideal sort captures, and more than
-breadth-first), and prints everything.
+breadth-first; a run of some graphs replaces their rows and keeps the
+others, each row dated by the run that measured it), and prints everything.
 
 Graphs: ``rust-doc``, ``python3-doc``, ``postgresql-doc-15`` (Debian packages;
 ``apt-get install -y --no-install-recommends rust-doc python3-doc
@@ -79,10 +80,12 @@ def load(name: str) -> Graph | None:
     return load_docgraph(name, verbose=True)
 
 
-def summary_rows(results: dict) -> tuple[list[str], list[list[str]]]:
-    """The product target per graph, from the default engine's row."""
+def summary_rows(results: dict, stamp: str) -> tuple[list[str], list[list[str]]]:
+    """The product target per graph, from the default engine's row, each
+    row dated ``stamp`` (the run that measured it)."""
     header = [
         "graph",
+        "measured",
         f"AOPIC (defaults: {DEFAULT_ENGINE}) @10 %",
         "ideal sort @10 %",
         "AOPIC / ideal",
@@ -105,6 +108,7 @@ def summary_rows(results: dict) -> tuple[list[str], list[list[str]]]:
         rows.append(
             [
                 name,
+                stamp,
                 f"{100 * engine['captured'][i]:.1f} %",
                 f"{100 * ideal['captured'][i]:.1f} %",
                 f"{100 * engine['ratio'][i]:.1f} %",
@@ -114,6 +118,20 @@ def summary_rows(results: dict) -> tuple[list[str], list[list[str]]]:
             ]
         )
     return header, rows
+
+
+def kept_rows(path: Path, header: list[str], measured: dict) -> list[list[str]]:
+    """The rows of the summary at ``path`` (Markdown) for graphs this run did
+    not measure, so that a run of some graphs updates their rows only. A
+    summary with other columns is not merged (none kept, said)."""
+    if not path.exists():
+        return []
+    lines = [line for line in path.read_text().splitlines() if line.startswith("| ")]
+    cells = [[cell.strip() for cell in line.strip().strip("|").split("|")] for line in lines]
+    if not cells or cells[0] != header:
+        print(f"NOTE: {path} has other columns: its rows of graphs not run now are dropped", flush=True)
+        return []
+    return [row for row in cells[1:] if len(row) == len(header) and row[0] not in measured]
 
 
 #: Small graphs on which the importance estimate is followed over many revisits.
@@ -194,11 +212,15 @@ def main() -> int:
     if not results:
         print("no ordering graph run", file=sys.stderr)
         return 0 if not args.graphs else 1
-    header, rows = summary_rows(results)
+    header, rows = summary_rows(results, stamp)
+    kept = kept_rows(args.out / "ordering-summary.md", header, results)
+    rows = sorted(rows + kept, key=lambda row: ALL_GRAPHS.index(row[0]) if row[0] in ALL_GRAPHS else len(ALL_GRAPHS))
     intro = (
         f"Product target: at {TARGET_FRACTION:.0%} of pages fetched, AOPIC with its default "
         "settings captures >= 80 % of the PageRank the ideal sort captures, and more than "
-        f"breadth-first. Measured {stamp} on {machine} with `{command}`."
+        f"breadth-first. Rows measured {stamp} on {machine} with `{command}`"
+        + (f"; the rows of {', '.join(row[0] for row in kept)} by the earlier run of their date" if kept else "")
+        + "."
     )
     (args.out / "ordering-summary.md").write_text(intro + "\n\n" + markdown_table(header, rows) + "\n")
     (args.out / "ordering-summary.inc").write_text(

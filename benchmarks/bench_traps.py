@@ -181,7 +181,9 @@ def main() -> None:
           " vs ref = real / real of the trap-free breadth-first crawl; trap fetch = trap fetches / fetches;"
           " lambda->trap = share of lambda's payouts that landed in pending trap URLs (AOPIC orders);"
           " broken = first fetches of real pages' broken links (soft 404s here; a 404 is not waste);"
-          " waste-b = waste without them.")
+          " waste-b = waste without them; secs = the crawl process's wall time, AOPIC orders'"
+          " including the lambda->trap probe, which walks every account at every lambda visit"
+          " (not the crawl's speed).")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,9 @@ see it:
   ``LinkExtractor`` defaults), resolved against the page, with fragments and
   queries stripped and percent-escapes decoded;
 - a link to a directory means its ``index.html``;
+- a root-absolute link (``/license.html``) names a file of the tree served
+  at the root of its site, as ``benchmarks/bench_crawl_order.py`` serves
+  it (the tree's own absolute path on disk is read as such too);
 - links leaving the tree, to non-HTML files or to missing files are dropped
   (a crawler would spend a fetch on a 404; that cost is not modelled);
 - a page whose ``<meta http-equiv="refresh">`` points elsewhere is a redirect
@@ -39,7 +42,7 @@ import numpy as np
 from .graph import Graph
 
 #: Bump when the builder's reading of a tree changes (invalidates caches).
-BUILDER_VERSION = 1
+BUILDER_VERSION = 2  # 2: root-absolute links resolved (version 1 dropped them)
 
 #: Known Debian documentation trees: name -> HTML root.
 DOC_TREES = {
@@ -120,10 +123,10 @@ class _Resolver:
             return None  # same page, or another site (file:, http:, mailto:...)
         href = unquote(href)
         if href.startswith("/"):
-            # Absolute paths only make sense when they name the tree itself.
-            if not href.startswith(self.root_prefix):
-                return None
-            path = href[len(self.root_prefix) :]
+            if href.startswith(self.root_prefix):
+                path = href[len(self.root_prefix) :]
+            else:  # from the root of the site that serves the tree
+                path = href.lstrip("/")
         else:
             path = posixpath.join(page_dir, href)
         is_dir = path.endswith("/")

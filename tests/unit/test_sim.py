@@ -390,8 +390,11 @@ def test_docgraph_builder_resolves_links_stubs_and_directories(tmp_path):
         '<a href="book/">Book</a> <A HREF=\'std/index.html#top\'>std</A> '
         '<a href="https://elsewhere.example/">x</a> <a href="style.css">css</a> <a href="#here">self</a>'
     )
-    (root / "book" / "index.html").write_text('<a href="../std/old.html">old</a><a href="../missing.html">404</a>')
-    (root / "std" / "index.html").write_text('<a href="vec/struct.Vec.html?x=1">Vec</a><a href="../index.html">up</a>')
+    # root-absolute: from the root of the site serving the tree, or the tree's own path on disk
+    (root / "book" / "index.html").write_text('<a href="../std/old.html">old</a><a href="../missing.html">404</a>'
+                                              '<a href="/std/index.html">abs</a><a href="/nothere.html">404</a>')
+    (root / "std" / "index.html").write_text('<a href="vec/struct.Vec.html?x=1">Vec</a><a href="../index.html">up</a>'
+                                             f'<a href="{root}/book/">disk</a>')
     (root / "std" / "old.html").write_text(
         '<html><head><meta http-equiv="refresh" content="0;URL=\'vec/struct.Vec.html\'"></head></html>'
     )
@@ -399,9 +402,9 @@ def test_docgraph_builder_resolves_links_stubs_and_directories(tmp_path):
     graph = build_docgraph(root, "tiny")
     links = {graph.urls[u]: sorted(graph.urls[v] for v in graph.out(u)) for u in range(graph.n)}
     assert links == {
-        "book/index.html": ["std/vec/struct.Vec.html"],  # through the redirect stub
+        "book/index.html": ["std/index.html", "std/vec/struct.Vec.html"],  # Vec: through the redirect stub
         "index.html": ["book/index.html", "std/index.html"],
-        "std/index.html": ["index.html", "std/vec/struct.Vec.html"],
+        "std/index.html": ["book/index.html", "index.html", "std/vec/struct.Vec.html"],
         "std/vec/struct.Vec.html": ["book/index.html"],
     }
     assert graph.meta["redirect_stubs"] == 1
@@ -530,3 +533,19 @@ def test_benchmark_default_row_is_the_engine_a_default_crawl_builds():
     assert product["lambda_targets"] == "pending-cash"  # what issue 16 shipped
     # the rule before stays in the tables for comparison
     assert "opic pending" in {p.name for p in default_policies(np.ones(3))} - {bench.DEFAULT_ENGINE}
+
+
+def test_ordering_summary_keeps_the_rows_of_graphs_not_run(tmp_path):
+    """``bench_ordering.py --graphs X`` replaces X's summary row and keeps
+    the others (each dated by its run); a summary of other columns is not
+    merged."""
+    from tests.support.simdrive import load_benchmark
+
+    bench = load_benchmark("bench_ordering")
+    header = ["graph", "measured", "value"]
+    summary = tmp_path / "ordering-summary.md"
+    summary.write_text("intro\n\n" + bench.markdown_table(header, [["rust-doc", "2026-11-01 00:00", "1 %"],
+                                                                 ["python3-doc", "2026-11-01 00:00", "2 %"]]) + "\n")
+    assert bench.kept_rows(summary, header, {"python3-doc": None}) == [["rust-doc", "2026-11-01 00:00", "1 %"]]
+    assert bench.kept_rows(summary, ["graph", "value"], {"python3-doc": None}) == []
+    assert bench.kept_rows(tmp_path / "none.md", header, {}) == []
