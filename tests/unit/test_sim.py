@@ -398,14 +398,15 @@ def test_docgraph_builder_resolves_links_stubs_and_directories(tmp_path):
     (root / "std" / "old.html").write_text(
         '<html><head><meta http-equiv="refresh" content="0;URL=\'vec/struct.Vec.html\'"></head></html>'
     )
-    (root / "std" / "vec" / "struct.Vec.html").write_text('<a href="../../book">book</a><a href="%73truct.Vec.html">me</a>')
+    (root / "std" / "vec" / "struct.Vec.html").write_text('<a href="../../book">book</a><a href="%73truct.Vec.html">me</a>'
+                                                          '<a href="/">home</a>')
     graph = build_docgraph(root, "tiny")
     links = {graph.urls[u]: sorted(graph.urls[v] for v in graph.out(u)) for u in range(graph.n)}
     assert links == {
         "book/index.html": ["std/index.html", "std/vec/struct.Vec.html"],  # Vec: through the redirect stub
         "index.html": ["book/index.html", "std/index.html"],
         "std/index.html": ["book/index.html", "index.html", "std/vec/struct.Vec.html"],
-        "std/vec/struct.Vec.html": ["book/index.html"],
+        "std/vec/struct.Vec.html": ["book/index.html", "index.html"],
     }
     assert graph.meta["redirect_stubs"] == 1
     assert [graph.urls[s] for s in graph.seeds] == ["index.html"]
