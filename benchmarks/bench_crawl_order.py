@@ -35,14 +35,13 @@ counts), so a round of the Rust tree at 25 % is about 5,500 fetches a setup.
 from __future__ import annotations
 
 import argparse
-import functools
 import posixpath
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import SimpleHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -53,9 +52,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import arglists  # noqa: E402
+from loopback import QuietServer  # noqa: E402
 
 from scrapy_aopic.sim.docgraph import DOC_TREES, load_docgraph  # noqa: E402
 from scrapy_aopic.sim.pagerank import pagerank  # noqa: E402
+from scrapy_aopic.sim.policies import SCRAPY_BREADTH_FIRST  # noqa: E402
 
 #: name -> the Scrapy settings of its crawls (``-s NAME=VALUE``).
 SETUPS = {
@@ -64,19 +65,9 @@ SETUPS = {
     "discovery": ["AOPIC_DISCOVERY_CASH=0.01"],
     "horizon": ["AOPIC_PRIORITY_HORIZON=100"],
     "plain": ["ADDONS={}"],
-    "plain-bfs": ["ADDONS={}", "DEPTH_PRIORITY=1",
-                  "SCHEDULER_DISK_QUEUE=scrapy.squeues.PickleFifoDiskQueue",
-                  "SCHEDULER_MEMORY_QUEUE=scrapy.squeues.FifoMemoryQueue"],
+    "plain-bfs": ["ADDONS={}"] + [f"{name}={value}" for name, value in SCRAPY_BREADTH_FIRST.items()],
 }
 CRAWL_TIMEOUT = 1800
-
-
-class _CountingServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 128
-
-    def handle_error(self, request, client_address):
-        pass  # the crawler closing connections at its budget is expected
 
 
 class CountedTree:
@@ -108,7 +99,7 @@ class CountedTree:
                         tree.paths.append(path)
                 super().do_GET()
 
-        self.server = _CountingServer(("127.0.0.1", 0), Handler)
+        self.server = QuietServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.seed = f"http://127.0.0.1:{self.server.server_address[1]}/index.html"
 

@@ -58,6 +58,7 @@ from tests.support.trapsite import SOFT404_VARIANTS, SiteServer, TrapSite, fetch
 
 from scrapy_aopic.hygiene.canonical import Canonicalizer  # noqa: E402
 from scrapy_aopic.hygiene.traps import TrapGuard  # noqa: E402
+from scrapy_aopic.sim.policies import SCRAPY_BREADTH_FIRST  # noqa: E402
 
 ORDERS = {
     "aopic": {"ADDONS": {"scrapy_aopic.Addon": 0}},
@@ -68,11 +69,7 @@ ORDERS = {
     # discovery cash on at the simulator's share (issue 18), whatever the default
     "aopic-discovery": {"ADDONS": {"scrapy_aopic.Addon": 0}, "AOPIC_DISCOVERY_CASH": 0.01},
     "scrapy-default": {},
-    "scrapy-bfs": {
-        "DEPTH_PRIORITY": 1,
-        "SCHEDULER_DISK_QUEUE": "scrapy.squeues.PickleFifoDiskQueue",
-        "SCHEDULER_MEMORY_QUEUE": "scrapy.squeues.FifoMemoryQueue",
-    },
+    "scrapy-bfs": SCRAPY_BREADTH_FIRST,
 }
 
 

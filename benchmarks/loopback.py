@@ -13,7 +13,10 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-class _Server(ThreadingHTTPServer):
+class QuietServer(ThreadingHTTPServer):
+    """A threaded server for benchmark crawls: daemon threads, a deep
+    accept queue, and no traceback when the crawler hangs up."""
+
     daemon_threads = True
     request_queue_size = 128
 
@@ -59,7 +62,7 @@ class LoopbackSite:
             probe.bind((self.host(0), 0))
             self.port = probe.getsockname()[1]
         for h in range(self.hosts):
-            server = _Server((self.host(h), self.port), Handler)
+            server = QuietServer((self.host(h), self.port), Handler)
             threading.Thread(target=server.serve_forever, daemon=True).start()
             self.servers.append(server)
         return self

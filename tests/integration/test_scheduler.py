@@ -50,9 +50,9 @@ class FakeDownloader:
         return {request for slot in self.slots.values() for request in slot.active}
 
 
-def make_scheduler(settings=None, downloader=None):
-    crawler = get_crawler(BroadSpider, {"ADDONS": {"scrapy_aopic.Addon": 0}, **(settings or {})})
-    spider = BroadSpider()
+def make_scheduler(settings=None, downloader=None, spider=None):
+    spider = spider or BroadSpider()
+    crawler = get_crawler(type(spider), {"ADDONS": {"scrapy_aopic.Addon": 0}, **(settings or {})})
     scheduler = AopicScheduler.from_crawler(crawler)
     scheduler.open(spider)
     scheduler.frontier.probe._downloader = downloader
@@ -398,13 +398,6 @@ def test_jobdir_survives_a_crash_without_close(tmp_path, horizon):
     assert crawler.stats.get_value("aopic/resumed_in_flight") == 2
 
 
-def _opened_with(spider, settings=None):
-    crawler = get_crawler(type(spider), {"ADDONS": {"scrapy_aopic.Addon": 0}, **(settings or {})})
-    scheduler = AopicScheduler.from_crawler(crawler)
-    scheduler.open(spider)
-    return scheduler.frontier.engine
-
-
 @pytest.mark.parametrize("allowed, setting, expected", [
     (["h.example"], None, 0.01),  # a site crawl: the default brings discovery cash
     (None, None, 0.0),  # an open crawl: none
@@ -418,7 +411,7 @@ def test_discovery_cash_by_default_only_on_a_site_crawl(allowed, setting, expect
         spider.allowed_domains = allowed
     settings = {} if setting is None else {"AOPIC_DISCOVERY_CASH": setting}
     with caplog.at_level("INFO", logger="scrapy_aopic.frontier"):
-        engine = _opened_with(spider, settings)
+        engine = make_scheduler(settings, spider=spider)[0].frontier.engine
     assert engine.discovery_cash == expected
     engine.add_seed(Link("http://h.example/", "h.example", 0))
     lease = engine.next()
