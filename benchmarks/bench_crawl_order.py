@@ -21,6 +21,15 @@ graph's pages fetched within that many fetches, as a share of what the
 ideal sort (the top pages by true PageRank) holds at the same count: the
 simulator's ``bench_ordering.py`` figure, measured on the crawl.
 
+Two scores are printed. ``pages`` is that figure. ``content`` merges the
+pages the add-on's own near-duplicate detection finds alike (its
+fingerprint and index with default settings, fed every page of the tree in
+descending PageRank) into one node, recomputes PageRank on that graph and
+counts a class held once any of its pages is fetched: one page, one account,
+as the crawl treats them. The two differ where a tree publishes the same
+text at several URLs (rust-doc: ``std`` re-exports ``core``, a third of its
+pages), where the page score charges the crawl for the copy it folded.
+
 Setups (``--setups``, comma-separated): ``aopic`` (the add-on's defaults:
 a site crawl, so ``AOPIC_DISCOVERY_CASH`` is 0.01), ``no-discovery``
 (``AOPIC_DISCOVERY_CASH=0``, the default before it chose by the spider),
@@ -54,7 +63,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import arglists  # noqa: E402
 from loopback import QuietServer  # noqa: E402
 
+from scrapy_aopic.meta import DUPLICATE_OF  # noqa: E402
+from scrapy_aopic.middlewares.simhash import SimhashDedupMiddleware  # noqa: E402
 from scrapy_aopic.sim.docgraph import DOC_TREES, load_docgraph  # noqa: E402
+from scrapy_aopic.sim.graph import Graph  # noqa: E402
 from scrapy_aopic.sim.pagerank import pagerank  # noqa: E402
 from scrapy_aopic.sim.policies import SCRAPY_BREADTH_FIRST  # noqa: E402
 
@@ -157,34 +169,88 @@ def shares(paths: list[str], index: dict[str, int], rank: np.ndarray, counts: li
     return result
 
 
+class _FoldRecorder(SimhashDedupMiddleware):
+    """The dedup middleware, recording what a page is a duplicate of
+    instead of settling its account (there is no crawl)."""
+
+    def _duplicate(self, request, response, key, original, kind, distance):
+        request.meta[DUPLICATE_OF] = original
+        return response
+
+
+def near_duplicate_classes(graph: Graph, root: Path, rank: np.ndarray) -> np.ndarray:
+    """Per node, the node of its near-duplicate class's original (itself
+    for an original): every page of ``root`` through the add-on's
+    detection, richest first."""
+    from scrapy import Spider
+    from scrapy.http import HtmlResponse, Request
+    from scrapy.utils.test import get_crawler
+
+    crawler = get_crawler(Spider, {"ADDONS": {"scrapy_aopic.addon.Addon": 0},
+                                   "AOPIC_DUPLICATE_PATTERNS": False})  # URL patterns are no content
+    detector = _FoldRecorder.from_crawler(crawler)
+    base = "http://127.0.0.1/"
+    node_of_url = {base + url: u for u, url in enumerate(graph.urls)}
+    class_of = np.arange(graph.n)
+    for u in np.argsort(-rank, kind="stable"):
+        url = base + graph.urls[u]
+        request = Request(url)
+        body = (root / graph.urls[u]).read_bytes()
+        detector.process_response(request, HtmlResponse(url, body=body, request=request))
+        original = request.meta.get(DUPLICATE_OF)
+        if original is not None:
+            class_of[u] = class_of[node_of_url[original]]
+    return class_of
+
+
+def merged(graph: Graph, class_of: np.ndarray) -> tuple[Graph, np.ndarray]:
+    """The graph whose nodes are ``class_of``'s classes (links between
+    classes kept once, links inside one dropped), and each node's class
+    number in it."""
+    originals, number = np.unique(class_of, return_inverse=True)
+    src = np.repeat(np.arange(graph.n), np.diff(graph.indptr))
+    quotient = Graph.from_edges(len(originals), number[src], number[graph.indices],
+                                host=graph.host[originals], host_names=graph.host_names,
+                                seeds=np.unique(number[graph.seeds]), name=f"{graph.name}-content")
+    return quotient, number
+
+
 def run_tree(name: str, setups: list[str], fractions: list[float], rounds: int) -> None:
     graph = load_docgraph(name, verbose=True)
     rank = pagerank(graph)
     index = {url: i for i, url in enumerate(graph.urls)}
     counts = [max(1, round(graph.n * f / 100)) for f in fractions]
-    tree = CountedTree(Path(DOC_TREES.get(name, name)).resolve())
-    print(f"{name}: {graph.n} pages in the graph; budgets {', '.join(map(str, counts))} fetches; "
-          f"served at {tree.seed}", flush=True)
-    results: dict[str, list[list[float]]] = {setup: [] for setup in setups}
+    root = Path(DOC_TREES.get(name, name)).resolve()
+    content, number = merged(graph, near_duplicate_classes(graph, root, rank))
+    scorings = {"pages": (index, rank),
+                "content": ({url: int(number[i]) for url, i in index.items()}, pagerank(content))}
+    tree = CountedTree(root)
+    print(f"{name}: {graph.n} pages in the graph ({content.n} once near-duplicates are merged); "
+          f"budgets {', '.join(map(str, counts))} fetches; served at {tree.seed}", flush=True)
+    results = {(setup, score): [] for setup in setups for score in scorings}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for round_number in range(rounds):
                 order = setups if round_number % 2 == 0 else list(reversed(setups))
                 for setup in order:
                     paths = crawl(tree, setup, counts[-1], Path(tmp))
-                    row = shares(paths, index, rank, counts)
                     pages = sum(1 for p in paths if node_of_path(p, index) is not None)
-                    results[setup].append(row)
-                    print(f"  round {round_number + 1} {setup:<10} "
-                          + "  ".join(f"{f:g} %: {v:5.1f}" for f, v in zip(fractions, row))
-                          + f"   ({len(paths)} fetches, {pages} of them graph pages)", flush=True)
+                    for score, (score_index, score_rank) in scorings.items():
+                        row = shares(paths, score_index, score_rank, counts)
+                        results[setup, score].append(row)
+                        print(f"  round {round_number + 1} {setup:<10} {score:<8}"
+                              + "  ".join(f"{f:g} %: {v:5.1f}" for f, v in zip(fractions, row))
+                              + (f"   ({len(paths)} fetches, {pages} of them graph pages)"
+                                 if score == "pages" else ""), flush=True)
     finally:
         tree.close()
     print(f"{name}, share of the ideal sort's PageRank (%), median of {rounds} round(s):")
-    print("  setup       " + "".join(f"{f:>7g} %" for f in fractions))
+    print("  setup       score   " + "".join(f"{f:>7g} %" for f in fractions))
     for setup in setups:
-        medians = [statistics.median(r[i] for r in results[setup]) for i in range(len(fractions))]
-        print(f"  {setup:<11} " + "".join(f"{m:9.1f}" for m in medians), flush=True)
+        for score in scorings:
+            rows = results[setup, score]
+            medians = [statistics.median(r[i] for r in rows) for i in range(len(fractions))]
+            print(f"  {setup:<11} {score:<8}" + "".join(f"{m:9.1f}" for m in medians), flush=True)
 
 
 def main() -> None:

@@ -57,3 +57,40 @@ def test_the_served_tree_records_fetches_in_order_and_stops_at_the_budget(crawl_
         assert tree.paths == ["/a.html", "/index.html"]
     finally:
         tree.close()
+
+
+def _page(words: list[str]) -> str:
+    return "<html><body><main><p>" + " ".join(words) + "</p></main></body></html>"
+
+
+def test_content_score_merges_the_pages_the_detection_finds_alike(crawl_order, tmp_path):
+    from scrapy_aopic.sim.graph import Graph
+
+    words = [f"w{(i * 7919) % 1009}x{i % 13}" for i in range(400)]
+    near = words[:-1] + ["changed"]
+    other = [f"v{(i * 104729) % 2003}y{i % 17}" for i in range(400)]
+    for name, text in {"a.html": _page(words), "b.html": _page(words), "c.html": _page(near),
+                       "d.html": _page(other)}.items():
+        (tmp_path / name).write_text(text)
+    graph = Graph.from_edges(4, np.array([0, 0, 1, 2]), np.array([1, 2, 3, 3]), host=np.zeros(4),
+                             host_names=["h"], seeds=[0], urls=["a.html", "b.html", "c.html", "d.html"])
+    rank = np.array([0.1, 0.4, 0.2, 0.3])
+    class_of = crawl_order.near_duplicate_classes(graph, tmp_path, rank)
+    # b is the richest of a, b (its exact copy) and c (one word changed): their original
+    assert class_of.tolist() == [1, 1, 1, 3]
+    content, number = crawl_order.merged(graph, class_of)
+    assert number.tolist() == [0, 0, 0, 1] and content.n == 2
+    assert content.out(0).tolist() == [1] and content.out(1).tolist() == []  # links inside a class dropped
+    assert content.seeds.tolist() == [0]
+
+
+def test_the_content_graph_keeps_links_between_classes_once(crawl_order):
+    from scrapy_aopic.sim.graph import Graph
+
+    # 0 -> 1, 0 -> 2, 1 -> 3, 2 -> 3; pages 1 and 2 alike
+    graph = Graph.from_edges(4, np.array([0, 0, 1, 2]), np.array([1, 2, 3, 3]), host=np.arange(4),
+                             host_names=list("abcd"), seeds=[0, 2])
+    content, number = crawl_order.merged(graph, np.array([0, 1, 1, 3]))
+    assert number.tolist() == [0, 1, 1, 2]
+    assert [content.out(u).tolist() for u in range(3)] == [[1], [2], []]
+    assert content.host.tolist() == [0, 1, 3] and content.seeds.tolist() == [0, 1]
