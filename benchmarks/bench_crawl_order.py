@@ -29,6 +29,9 @@ counts a class held once any of its pages is fetched: one page, one account,
 as the crawl treats them. The two differ where a tree publishes the same
 text at several URLs (rust-doc: ``std`` re-exports ``core``, a third of its
 pages), where the page score charges the crawl for the copy it folded.
+``--simulator`` also prints the simulator's order (the engine with the
+site-crawl defaults, one fetch at a time) on the page graph, by both
+scores, and on the merged graph, as if the copies were known unfetched.
 
 Setups (``--setups``, comma-separated): ``aopic`` (the add-on's defaults:
 a site crawl, so ``AOPIC_DISCOVERY_CASH`` is 0.01), ``no-discovery``
@@ -55,6 +58,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import numpy as np
+from scrapy.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -63,12 +67,14 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import arglists  # noqa: E402
 from loopback import QuietServer  # noqa: E402
 
+from scrapy_aopic import settings as aopic_settings  # noqa: E402
 from scrapy_aopic.meta import DUPLICATE_OF  # noqa: E402
 from scrapy_aopic.middlewares.simhash import SimhashDedupMiddleware  # noqa: E402
 from scrapy_aopic.sim.docgraph import DOC_TREES, load_docgraph  # noqa: E402
 from scrapy_aopic.sim.graph import Graph  # noqa: E402
 from scrapy_aopic.sim.pagerank import pagerank  # noqa: E402
-from scrapy_aopic.sim.policies import SCRAPY_BREADTH_FIRST  # noqa: E402
+from scrapy_aopic.sim.policies import SCRAPY_BREADTH_FIRST, EnginePolicy, shipped_engine_kwargs  # noqa: E402
+from scrapy_aopic.sim.runner import simulate  # noqa: E402
 
 #: name -> the Scrapy settings of its crawls (``-s NAME=VALUE``).
 SETUPS = {
@@ -215,15 +221,35 @@ def merged(graph: Graph, class_of: np.ndarray) -> tuple[Graph, np.ndarray]:
     return quotient, number
 
 
-def run_tree(name: str, setups: list[str], fractions: list[float], rounds: int) -> None:
+def simulated_shares(graph: Graph, index: dict[str, int], rank: np.ndarray, counts: list[int]) -> list[float]:
+    """:func:`shares` of the simulator's order over ``graph``: the engine
+    with the site-crawl defaults (discovery cash as a spider with
+    ``allowed_domains`` gets it), one fetch at a time."""
+    engine_kwargs = shipped_engine_kwargs()
+    engine_kwargs["discovery_cash"] = aopic_settings.discovery_cash(Settings(), allowed_domains=["127.0.0.1"])
+    order = simulate(graph, EnginePolicy("site crawl", **engine_kwargs), counts[-1]).order
+    return shares(["/" + graph.urls[node] for node in order], index, rank, counts)
+
+
+def run_tree(name: str, setups: list[str], fractions: list[float], rounds: int, simulator: bool = False) -> None:
     graph = load_docgraph(name, verbose=True)
     rank = pagerank(graph)
     index = {url: i for i, url in enumerate(graph.urls)}
     counts = [max(1, round(graph.n * f / 100)) for f in fractions]
     root = Path(DOC_TREES.get(name, name)).resolve()
-    content, number = merged(graph, near_duplicate_classes(graph, root, rank))
+    class_of = near_duplicate_classes(graph, root, rank)
+    content, number = merged(graph, class_of)
     scorings = {"pages": (index, rank),
                 "content": ({url: int(number[i]) for url, i in index.items()}, pagerank(content))}
+    if simulator:
+        content.urls = [graph.urls[node] for node in np.unique(class_of)]  # a class by its original
+        for label, sim_graph, (score_index, score_rank) in (
+                ("page graph, pages", graph, scorings["pages"]),
+                ("page graph, content", graph, scorings["content"]),
+                ("merged graph, content", content, scorings["content"])):
+            row = simulated_shares(sim_graph, score_index, score_rank, counts)
+            print(f"  simulator, {label:<22}" + "  ".join(f"{f:g} %: {v:5.1f}" for f, v in zip(fractions, row)),
+                  flush=True)
     tree = CountedTree(root)
     print(f"{name}: {graph.n} pages in the graph ({content.n} once near-duplicates are merged); "
           f"budgets {', '.join(map(str, counts))} fetches; served at {tree.seed}", flush=True)
@@ -263,11 +289,13 @@ def main() -> None:
     parser.add_argument("--fractions", type=arglists.numbers, default=[1.0, 5.0, 10.0, 25.0],
                         help="shares of the graph's pages, in %% (comma-separated)")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--simulator", action="store_true",
+                        help="print the simulator's order, scored the same way, before the crawls")
     args = parser.parse_args()
     if not args.fractions or sorted(args.fractions) != args.fractions or args.fractions[0] <= 0:
         parser.error("--fractions must be positive and ascending")
     for name in args.tree or ["postgresql-doc-15"]:
-        run_tree(name, args.setups, args.fractions, args.rounds)
+        run_tree(name, args.setups, args.fractions, args.rounds, args.simulator)
 
 
 if __name__ == "__main__":

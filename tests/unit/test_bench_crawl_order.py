@@ -94,3 +94,17 @@ def test_the_content_graph_keeps_links_between_classes_once(crawl_order):
     assert number.tolist() == [0, 1, 1, 2]
     assert [content.out(u).tolist() for u in range(3)] == [[1], [2], []]
     assert content.host.tolist() == [0, 1, 3] and content.seeds.tolist() == [0, 1]
+
+
+def test_the_simulators_order_is_scored_like_a_crawl(crawl_order):
+    from scrapy_aopic.sim.graph import Graph
+
+    # a seed linking to three pages; the simulator fetches all four
+    graph = Graph.from_edges(4, np.array([0, 0, 0]), np.array([1, 2, 3]), host=np.zeros(4), host_names=["h"],
+                             seeds=[0], urls=["index.html", "a.html", "b.html", "c.html"])
+    index = {url: i for i, url in enumerate(graph.urls)}
+    rank = np.array([0.4, 0.3, 0.2, 0.1])
+    assert crawl_order.simulated_shares(graph, index, rank, [1, 4]) == [pytest.approx(100.0), pytest.approx(100.0)]
+    # scored against another ranking, the same order holds less of the top
+    two = crawl_order.simulated_shares(graph, index, np.array([0.1, 0.2, 0.3, 0.4]), [1, 4])
+    assert two[0] == pytest.approx(100 * 0.1 / 0.4) and two[1] == pytest.approx(100.0)
