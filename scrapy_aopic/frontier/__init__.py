@@ -740,6 +740,7 @@ class Frontier:
             request = self._next_from_lane()
         if request is not None:
             self._handed_out += 1
+            self.probe.handed_out(request, self.host_of(request))
         return request
 
     def _refused_at_lease(self, request: Request) -> bool:

@@ -9,6 +9,7 @@ there (a scheduler used on its own, another Scrapy release).
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 
-def _slot_full(slot: Any) -> bool:
+def _slot_full(slot: Any, unplaced: int = 0) -> bool:
     """Whether one more request in ``slot`` would only wait there.
 
     Scrapy sends a slot's requests at most ``concurrency`` at a time and,
@@ -27,8 +28,14 @@ def _slot_full(slot: Any) -> bool:
     downloading does not fill a delayed slot: Scrapy sends the next one
     after the delay whatever the first one does, so a slow page must not
     stop its host (it does not with Scrapy's own scheduler either).
+
+    ``unplaced`` requests of the slot are on their way to it (handed out,
+    not in it yet). They fill a slot without a delay as if they were in it.
+    A slot with a delay keeps its rule: the requests on their way are what
+    its queue holds next, so that it sends one per delay without waiting
+    for the engine to ask again (counting them there slowed a polite crawl).
     """
-    if len(slot.active) >= slot.concurrency:
+    if len(slot.active) + (0 if slot.delay else unplaced) >= slot.concurrency:
         return True
     if not slot.delay:
         return False
@@ -39,12 +46,38 @@ def _slot_full(slot: Any) -> bool:
 
 
 class DownloadProbe:
-    """Download-slot occupancy and engine wake-ups for one crawler."""
+    """Download-slot occupancy and engine wake-ups for one crawler.
+
+    With Scrapy's asyncio reactor the engine pulls up to
+    ``CONCURRENT_REQUESTS`` requests from the scheduler in one go, and each
+    reaches its download slot only on a later turn of the event loop (the
+    downloader middlewares run in between, and may hold it: the soft-404
+    gate). Read from the slots alone, a host would look free for every one
+    of them: the probe also counts the requests handed out for a slot that
+    are still in the downloader (``Downloader.active``: from the engine's
+    pull until the download is done, middlewares included) and not in the
+    slot yet. Read from Scrapy's own sets, the count cannot drift: a
+    request a middleware answered or dropped is out of the downloader.
+    """
+
+    #: Hand-outs between two sweeps of every slot's requests on their way
+    #: (each slot's are swept whenever it is looked at).
+    SWEEP_EVERY = 1024
 
     def __init__(self, crawler: Crawler):
         self.crawler = crawler
         self._downloader: Any = None
-        self._per_ip = bool(crawler.settings.getint("CONCURRENT_REQUESTS_PER_IP"))
+        settings = crawler.settings
+        self._per_ip = bool(settings.getint("CONCURRENT_REQUESTS_PER_IP"))
+        # What Scrapy gives a slot it creates (Downloader._get_slot): a slot
+        # not created yet is judged by it.
+        self._slot_settings: dict[str, Any] = settings.getdict("DOWNLOAD_SLOTS")
+        self._concurrency = (settings.getint("CONCURRENT_REQUESTS_PER_IP")
+                             or settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
+        self._delayed = bool(settings.getfloat("DOWNLOAD_DELAY") or settings.getbool("AUTOTHROTTLE_ENABLED"))
+        #: slot key -> the requests handed out for it, not yet seen in it or done (weakly held)
+        self._on_the_way: dict[str, list[weakref.ref]] = {}
+        self._handed_since_sweep = 0
 
     def is_default_slot(self, slot: Any, url: str) -> bool:
         """Whether ``slot`` is the key Scrapy's downloader gives ``url`` by
@@ -63,6 +96,40 @@ class DownloadProbe:
             return slot == dnscache.get(host, host)
         return False
 
+    def handed_out(self, request: Any, key: str) -> None:
+        """Note ``request``, just handed out for the slot ``key``: it counts
+        against that slot until it is in it (``slot.active``) or out of the
+        downloader (answered, dropped or failed on the way)."""
+        self._on_the_way.setdefault(key, []).append(weakref.ref(request))
+        self._handed_since_sweep += 1
+        if self._handed_since_sweep >= self.SWEEP_EVERY:
+            self._handed_since_sweep = 0
+            slots = getattr(self._downloader, "slots", None) or {}
+            for key in list(self._on_the_way):
+                self._unplaced(key, slots)
+
+    def _unplaced(self, key: str, slots: dict) -> int:
+        """How many requests handed out for ``key`` are in the downloader
+        but not in their slot yet (the others are forgotten)."""
+        refs = self._on_the_way.get(key)
+        if not refs:
+            return 0
+        active = getattr(self._downloader, "active", None)
+        on_the_way = []
+        if active is not None:
+            for ref in refs:
+                request = ref()
+                if request is None or request not in active:
+                    continue  # done, or gone
+                slot = slots.get(request.meta.get("download_slot", key))
+                if slot is None or request not in slot.active:
+                    on_the_way.append(ref)
+        if on_the_way:
+            self._on_the_way[key] = on_the_way
+        else:
+            del self._on_the_way[key]
+        return len(on_the_way)
+
     def attach(self) -> None:
         """Find the downloader (once the engine exists: at spider open)."""
         try:
@@ -73,34 +140,42 @@ class DownloadProbe:
     def host_ready(self, host: str) -> bool:
         """Whether the download slot ``host`` has room for one more request."""
         slots = getattr(self._downloader, "slots", None)
-        if not slots:
+        if slots is None:
             return True
+        unplaced = self._unplaced(host, slots)
         slot = slots.get(host)
-        return slot is None or not _slot_full(slot)
+        if slot is not None:
+            return not _slot_full(slot, unplaced)
+        if not unplaced:
+            return True
+        # The slot Scrapy will create for them: full at its concurrency,
+        # unless a delay will throttle it (see _slot_full).
+        slot_settings = self._slot_settings.get(host) or {}
+        if self._delayed or slot_settings.get("delay"):
+            return True
+        return unplaced < slot_settings.get("concurrency", self._concurrency)
+
+    def _maybe_full(self, slots: dict) -> set[str]:
+        """The slot keys that can be full now: those with a request inside
+        or on its way. The downloader holds at most ``CONCURRENT_REQUESTS``
+        requests, so this walks its active requests rather than every slot
+        it knows (thousands in a broad crawl: slots are kept a minute after
+        their last request)."""
+        active = getattr(self._downloader, "active", None)
+        if active is None or len(active) >= len(slots):
+            keys = set(slots)
+        else:
+            keys = {request.meta.get("download_slot") for request in active}
+            keys.discard(None)
+        keys.update(self._on_the_way)
+        return keys
 
     def busy_hosts(self) -> list[str]:
-        """Download slots that are full now.
-
-        Only slots with a request inside can be full, and the downloader
-        holds at most ``CONCURRENT_REQUESTS`` requests, so this walks its
-        active requests rather than every slot it knows (thousands in a broad
-        crawl: slots are kept a minute after their last request)."""
-        downloader = self._downloader
-        slots = getattr(downloader, "slots", None)
-        if not slots:
+        """Download slots that are full now (see :meth:`host_ready`)."""
+        slots = getattr(self._downloader, "slots", None)
+        if slots is None:
             return []
-        active = getattr(downloader, "active", None)
-        if active is None or len(active) >= len(slots):
-            candidates = slots
-        else:
-            candidates = {request.meta.get("download_slot") for request in active}
-            candidates.discard(None)
-        busy = []
-        for key in candidates:
-            slot = slots.get(key)
-            if slot is not None and _slot_full(slot):
-                busy.append(key)
-        return busy
+        return [key for key in self._maybe_full(slots) if not self.host_ready(key)]
 
     def busy_unthrottled(self) -> bool:
         """Whether some full download slot has no delay.
@@ -114,21 +189,15 @@ class DownloadProbe:
         is the one its next request takes: a fetch elsewhere takes nothing
         from it. ``True`` (the rule for unthrottled slots) when there is no
         downloader to look at."""
-        downloader = self._downloader
-        slots = getattr(downloader, "slots", None)
+        slots = getattr(self._downloader, "slots", None)
         if slots is None:
             return True
-        if not slots:
-            return False
-        active = getattr(downloader, "active", None)
-        if active is None or len(active) >= len(slots):
-            candidates = slots
-        else:
-            candidates = {request.meta.get("download_slot") for request in active}
-            candidates.discard(None)
-        for key in candidates:
+        for key in self._maybe_full(slots):
             slot = slots.get(key)
-            if slot is not None and not slot.delay and _slot_full(slot):
+            if slot is None:
+                if not self.host_ready(key):  # a slot to be made is full only without a delay
+                    return True
+            elif not slot.delay and _slot_full(slot, self._unplaced(key, slots)):
                 return True
         return False
 

@@ -33,6 +33,7 @@ class FakeDownloader:
 
     def __init__(self):
         self.slots: dict[str, Slot] = {}
+        self.pulled = set()
 
     def fill(self, host: str, active: int, concurrency: int = 2, delay: float = 0.0, transferring: int = 0):
         """``active`` requests in ``host``'s slot: ``transferring`` of them
@@ -45,9 +46,20 @@ class FakeDownloader:
         slot.queue.extend((request, None) for request in requests[transferring:])
         self.slots[host] = slot
 
+    #: requests the engine pulled that are not in a slot yet (in the downloader middlewares)
+    pulled: set[Request]
+
     @property
     def active(self) -> set[Request]:
-        return {request for slot in self.slots.values() for request in slot.active}
+        return self.pulled | {request for slot in self.slots.values() for request in slot.active}
+
+    def place(self, request: Request, concurrency: int = 2) -> None:
+        """``request`` leaves the middlewares for its slot, to download."""
+        self.pulled.discard(request)
+        host = request.url.split("/")[2]
+        slot = self.slots.setdefault(host, Slot(concurrency, 0.0, 0))
+        slot.active.add(request)
+        slot.transferring.add(request)
 
 
 def make_scheduler(settings=None, downloader=None, spider=None):
@@ -343,6 +355,59 @@ def test_polite_crawl_hands_out_whenever_a_slot_with_a_pending_url_is_free():
             else:
                 assert request.url.split("/")[2] in free
                 handed_out.append(request)  # kept: a lost request's lease is settled as vanished
+
+
+def test_requests_on_their_way_fill_a_slot_without_delay():
+    """With the asyncio reactor the engine pulls up to CONCURRENT_REQUESTS
+    requests before any reaches its download slot: the ones on their way
+    (in the downloader, not in their slot yet) count against the slot's
+    concurrency (a slot without a delay), so the next one goes to another
+    host, or waits for the slot, rather than queueing up in it ahead of
+    richer URLs found meanwhile."""
+    from scrapy_aopic.store import Link
+
+    downloader = FakeDownloader()
+    scheduler, _ = make_scheduler({"CONCURRENT_REQUESTS_PER_DOMAIN": 2}, downloader=downloader)
+    engine = scheduler.frontier.engine
+    for i in range(4):
+        engine.add_seed(Link(f"http://rich.example/{i}", "rich.example", 0), 10.0 - i / 10)
+    engine.add_seed(Link("http://other.example/0", "other.example", 0), 8.0)
+
+    def pull():
+        request = scheduler.next_request()
+        if request is not None:
+            downloader.pulled.add(request)  # as Downloader.fetch does, before the middlewares
+        return request
+
+    def host(request):
+        return request.url.split("/")[2]
+
+    first = [pull() for _ in range(3)]
+    assert [host(request) for request in first] == ["rich.example", "rich.example", "other.example"]
+    assert pull() is None  # rich.example's slot will be full: two on their way
+    downloader.place(first[0])
+    assert pull() is None  # one in the slot, one on its way
+    downloader.pulled.discard(first[1])  # answered by a downloader middleware (a cache)
+    third = pull()
+    assert host(third) == "rich.example"
+    assert pull() is None
+    assert scheduler.frontier.probe.busy_hosts() == ["rich.example"]
+    downloader.pulled.discard(third)  # dropped by a downloader middleware
+    assert scheduler.frontier.probe.busy_hosts() == []
+    assert host(pull()) == "rich.example"
+
+
+def test_requests_on_their_way_leave_a_delayed_slot_its_queue():
+    """A slot throttled by a delay keeps the requests on their way as its
+    queue (it sends one per delay without waiting for the engine to ask)."""
+    from scrapy_aopic.store import Link
+
+    scheduler, _ = make_scheduler({"CONCURRENT_REQUESTS_PER_DOMAIN": 2, "DOWNLOAD_DELAY": 0.1},
+                                  downloader=FakeDownloader())
+    engine = scheduler.frontier.engine
+    for i in range(4):
+        engine.add_seed(Link(f"http://rich.example/{i}", "rich.example", 0), 10.0 - i / 10)
+    assert [request.url for request in drain(scheduler)] == [f"http://rich.example/{i}" for i in range(4)]
 
 
 @pytest.mark.parametrize("horizon", [0.0, 3.0])
