@@ -211,13 +211,14 @@ def near_duplicate_classes(graph: Graph, root: Path, rank: np.ndarray) -> np.nda
 
 def merged(graph: Graph, class_of: np.ndarray) -> tuple[Graph, np.ndarray]:
     """The graph whose nodes are ``class_of``'s classes (links between
-    classes kept once, links inside one dropped), and each node's class
-    number in it."""
+    classes kept once, links inside one dropped; a class named by its
+    original's URL), and each node's class number in it."""
     originals, number = np.unique(class_of, return_inverse=True)
     src = np.repeat(np.arange(graph.n), np.diff(graph.indptr))
+    urls = None if graph.urls is None else [graph.urls[node] for node in originals]
     quotient = Graph.from_edges(len(originals), number[src], number[graph.indices],
                                 host=graph.host[originals], host_names=graph.host_names,
-                                seeds=np.unique(number[graph.seeds]), name=f"{graph.name}-content")
+                                seeds=np.unique(number[graph.seeds]), urls=urls, name=f"{graph.name}-content")
     return quotient, number
 
 
@@ -237,12 +238,10 @@ def run_tree(name: str, setups: list[str], fractions: list[float], rounds: int, 
     index = {url: i for i, url in enumerate(graph.urls)}
     counts = [max(1, round(graph.n * f / 100)) for f in fractions]
     root = Path(DOC_TREES.get(name, name)).resolve()
-    class_of = near_duplicate_classes(graph, root, rank)
-    content, number = merged(graph, class_of)
+    content, number = merged(graph, near_duplicate_classes(graph, root, rank))
     scorings = {"pages": (index, rank),
                 "content": ({url: int(number[i]) for url, i in index.items()}, pagerank(content))}
     if simulator:
-        content.urls = [graph.urls[node] for node in np.unique(class_of)]  # a class by its original
         for label, sim_graph, (score_index, score_rank) in (
                 ("page graph, pages", graph, scorings["pages"]),
                 ("page graph, content", graph, scorings["content"]),

@@ -81,7 +81,7 @@ def test_content_score_merges_the_pages_the_detection_finds_alike(crawl_order, t
     content, number = crawl_order.merged(graph, class_of)
     assert number.tolist() == [0, 0, 0, 1] and content.n == 2
     assert content.out(0).tolist() == [1] and content.out(1).tolist() == []  # links inside a class dropped
-    assert content.seeds.tolist() == [0]
+    assert content.seeds.tolist() == [0] and content.urls == ["b.html", "d.html"]  # named by the originals
 
 
 def test_the_content_graph_keeps_links_between_classes_once(crawl_order):
