@@ -155,6 +155,13 @@ def _refresh_target(head: bytes) -> str | None:
     return None
 
 
+def is_redirect_stub(path: Path) -> bool:
+    """Whether the file at ``path`` is a ``<meta http-equiv="refresh">``
+    redirect stub, as :func:`build_docgraph` folds them."""
+    with open(path, "rb") as fh:
+        return _refresh_target(fh.read(_HEAD_BYTES)) is not None
+
+
 def build_docgraph(root: str | Path, name: str | None = None) -> Graph:
     """Parse the HTML tree under ``root`` into a :class:`Graph` (see module doc)."""
     started = time.perf_counter()
