@@ -184,17 +184,23 @@ class _FoldRecorder(SimhashDedupMiddleware):
         return response
 
 
+def fold_detector() -> _FoldRecorder:
+    """The add-on's near-duplicate detection with its default settings, no
+    crawl around it (learned URL patterns off: they judge URLs, not text)."""
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+
+    crawler = get_crawler(Spider, {"ADDONS": {"scrapy_aopic.addon.Addon": 0}, "AOPIC_DUPLICATE_PATTERNS": False})
+    return _FoldRecorder.from_crawler(crawler)
+
+
 def near_duplicate_classes(graph: Graph, root: Path, rank: np.ndarray) -> np.ndarray:
     """Per node, the node of its near-duplicate class's original (itself
     for an original): every page of ``root`` through the add-on's
     detection, richest first."""
-    from scrapy import Spider
     from scrapy.http import HtmlResponse, Request
-    from scrapy.utils.test import get_crawler
 
-    crawler = get_crawler(Spider, {"ADDONS": {"scrapy_aopic.addon.Addon": 0},
-                                   "AOPIC_DUPLICATE_PATTERNS": False})  # URL patterns are no content
-    detector = _FoldRecorder.from_crawler(crawler)
+    detector = fold_detector()
     base = "http://127.0.0.1/"
     node_of_url = {base + url: u for u, url in enumerate(graph.urls)}
     class_of = np.arange(graph.n)

@@ -29,6 +29,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_crawl_order import fold_detector  # noqa: E402
 
 from scrapy_aopic.sim.docgraph import DOC_TREES, is_redirect_stub  # noqa: E402
 
@@ -60,20 +63,15 @@ def why_apart(detector, a, b) -> str:
 def compare(root: Path, first: str, second: str, paths: list[str]) -> tuple[Counter, list[tuple[str, str, int, float]]]:
     """Pairs per outcome (folded, a module index, or the guard that kept
     them apart), and (path, guard, distance, similarity) of the pairs missed."""
-    from scrapy import Spider
     from scrapy.http import HtmlResponse, Request
-    from scrapy.utils.test import get_crawler
 
     from scrapy_aopic.hygiene.simhash import hamming, sketch_similarity
     from scrapy_aopic.meta import DUPLICATE_OF
-    from scrapy_aopic.middlewares.simhash import SimhashDedupMiddleware
 
     counts: Counter = Counter()
     missed = []
-    settings = {"ADDONS": {"scrapy_aopic.addon.Addon": 0}, "AOPIC_DUPLICATE_PATTERNS": False}
     for path in paths:
-        detector = SimhashDedupMiddleware.from_crawler(get_crawler(Spider, settings))
-        detector.frontier.transfer = lambda *args, **kwargs: True  # no crawl: nothing to settle
+        detector = fold_detector()  # a fresh index per pair
         signatures = []
         for prefix in (first, second):
             url = f"http://127.0.0.1/{prefix}/{path}"

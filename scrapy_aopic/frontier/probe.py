@@ -13,6 +13,8 @@ import weakref
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from ..meta import DOWNLOAD_SLOT
+
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
@@ -121,13 +123,13 @@ class DownloadProbe:
                 request = ref()
                 if request is None or request not in active:
                     continue  # done, or gone
-                slot = slots.get(request.meta.get("download_slot", key))
+                slot = slots.get(request.meta.get(DOWNLOAD_SLOT, key))
                 if slot is None or request not in slot.active:
                     on_the_way.append(ref)
-        if on_the_way:
-            self._on_the_way[key] = on_the_way
-        else:
+        if not on_the_way:
             del self._on_the_way[key]
+        elif len(on_the_way) < len(refs):
+            self._on_the_way[key] = on_the_way
         return len(on_the_way)
 
     def attach(self) -> None:
@@ -165,7 +167,7 @@ class DownloadProbe:
         if active is None or len(active) >= len(slots):
             keys = set(slots)
         else:
-            keys = {request.meta.get("download_slot") for request in active}
+            keys = {request.meta.get(DOWNLOAD_SLOT) for request in active}
             keys.discard(None)
         keys.update(self._on_the_way)
         return keys
@@ -194,10 +196,8 @@ class DownloadProbe:
             return True
         for key in self._maybe_full(slots):
             slot = slots.get(key)
-            if slot is None:
-                if not self.host_ready(key):  # a slot to be made is full only without a delay
-                    return True
-            elif not slot.delay and _slot_full(slot, self._unplaced(key, slots)):
+            # a slot to be made is full only without a delay (see host_ready)
+            if (slot is None or not slot.delay) and not self.host_ready(key):
                 return True
         return False
 
