@@ -895,3 +895,18 @@ def test_pop_refuses_a_bad_discovery_amount_before_any_write(store):
         store.pop(None, 0.5)
     store.discovery_cash = 0.0
     assert store.pop(None, 0.5).url == "http://a.test/"
+
+
+def test_a_test_server_whose_port_another_server_holds_moves_to_a_free_one(redis_server, tmp_path):
+    """Two servers picked one free port: the second fails to bind while the
+    first answers its PING. It must notice it is not the one answering and
+    move (a cluster fixture came up one node short on CI)."""
+    from tests.support.redis_server import RedisServer
+
+    second = RedisServer(tmp_path / "second")
+    second._move_to(redis_server.port)  # as if the free-port pick had returned the same port
+    second.start()
+    try:
+        assert second.port != redis_server.port and second.running and second.ping()
+    finally:
+        second.stop()

@@ -123,7 +123,9 @@ class RedisServer:
                     self._move_to(self._free_port())
                     return self.start(timeout, attempts + 1)
                 raise RuntimeError(f"redis-server exited with {self.process.returncode}:\n{log[-2000:]}")
-            if self.ping():
+            # Another server may answer on the port ours failed to bind
+            # (two picks of one free port): ours then exits, see above.
+            if self.ping() and self._serves_as(self.process.pid):
                 self._pick_port = False  # bound: a restart keeps this port
                 return self
             if time.monotonic() > deadline:
@@ -184,6 +186,21 @@ class RedisServer:
                 return sock.recv(64).startswith(b"+PONG")
         except OSError:
             return False
+
+    def _serves_as(self, pid: int) -> bool:
+        """Whether the server answering on the port is process ``pid``."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as sock:
+                sock.sendall(b"INFO server\r\n")
+                reply = b""
+                while b"process_id:" not in reply or not reply.split(b"process_id:", 1)[1].count(b"\r\n"):
+                    chunk = sock.recv(4096)
+                    if not chunk:
+                        return False
+                    reply += chunk
+        except OSError:
+            return False
+        return reply.split(b"process_id:", 1)[1].split(b"\r\n", 1)[0].strip() == str(pid).encode()
 
     def __enter__(self) -> RedisServer:
         return self.start()
