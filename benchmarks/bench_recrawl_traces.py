@@ -50,6 +50,10 @@ where the CPU time was about 45.
     .venv/bin/python benchmarks/bench_recrawl_traces.py        # ~10 minutes
     .venv/bin/python benchmarks/bench_recrawl_traces.py --burst  # the burst model on
     .venv/bin/python benchmarks/bench_recrawl_traces.py --no-timetable  # the waiting rule (the default before)
+
+A run of every trace of the default fixture writes its table to
+``docs/_static/bench/recrawl-traces*.txt``; a run of some (``--trace``) or
+of another fixture prints it only, unless ``--out DIR`` is given.
 """
 
 from __future__ import annotations
@@ -417,7 +421,10 @@ def main(argv=None) -> int:
     parser.add_argument("--trace", action="append", help="trace names (default: all)")
     parser.add_argument("--per-page-per-day", type=float, default=1.0,
                         help="budget: revisits a day per page")  # fmt: skip
-    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="where the table goes (default: docs/_static/bench for a run of every trace "
+                             "of the default fixture; a run of some traces, or of another fixture, writes "
+                             "nothing unless given this)")  # fmt: skip
     # Explicit both ways: without either, the checkout's own default (on
     # since issue 17's judgement; off before), so "main" means main's default.
     parser.add_argument("--timetable", action=argparse.BooleanOptionalAction, default=None,
@@ -487,13 +494,21 @@ def main(argv=None) -> int:
                 f"fetches {r.fetches / fixed.fetches:.2f}x")  # fmt: skip
         say()
     say(phase_drift())
-    args.out.mkdir(parents=True, exist_ok=True)
+    out = args.out
+    if out is None:
+        if args.trace or args.fixture:
+            # The files under docs/ hold every trace of the default fixture:
+            # a subset written there would replace the committed table.
+            print(f"(some traces: the table is not written to {OUT}; --out DIR writes it)")
+            return 0
+        out = OUT
+    out.mkdir(parents=True, exist_ok=True)
     suffix = {None: "", True: "-timetable", False: "-no-timetable"}[args.timetable]
     suffix += "-burst" if args.burst else ""
     suffix += "".join(f"-{item.removeprefix('AOPIC_RECRAWL_').lower()}" for item in args.set)
-    (args.out / f"recrawl-traces{suffix}.txt").write_text("\n".join(lines) + "\n")
+    (out / f"recrawl-traces{suffix}.txt").write_text("\n".join(lines) + "\n")
     if args.json:
-        (args.out / f"recrawl-traces{suffix}.json").write_text(json.dumps(figures, indent=1) + "\n")
+        (out / f"recrawl-traces{suffix}.json").write_text(json.dumps(figures, indent=1) + "\n")
     return 0
 
 
