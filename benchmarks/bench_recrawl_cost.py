@@ -23,11 +23,21 @@ digests mean the two checkouts made exactly the same decisions.
     .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main --set COCHANGE=true  # here only
     .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main \
         --fixture benchmarks/data/recrawl_traces_births.json.gz --trace peps   # pages born inside
+    .venv/bin/python benchmarks/bench_recrawl_cost.py --against /work/main --instructions --years 0.3
 
 Without ``--timetable`` / ``--no-timetable`` each side runs with its own
 default ``AOPIC_RECRAWL_TIMETABLE`` (on since issue 17's judgement; a
 checkout from before it: off), so ``--against`` an older main compares the
 two defaults.
+
+``--instructions`` counts instead of timing: each side runs under
+valgrind's callgrind on the first ``--years`` and on the first
+``BASE_YEARS``, and the difference in instructions over the difference in
+visits is its instructions per visit. The counts repeat exactly (the same
+code, Python and inputs give the same figure whatever the machine is
+doing), so a change of 1-2 % shows where CPU time moves by 10 % from run to
+run here; about 3 minutes for 0.3 years of the Rust book, two runs at a
+time.
 
 ``--memory`` runs this checkout once under ``tracemalloc`` (slower: no
 timing) and prints the memory still held at the end by what
@@ -107,6 +117,66 @@ def worker(
             "pages": len(trace.pages), "held": held}  # fmt: skip
 
 
+def worker_command(args, sides: dict[str, str], name: str, years: float) -> list[str]:
+    """The command of one worker run of side ``name`` on the first ``years``."""
+    return [sys.executable, __file__, "--worker", sides[name], "--trace", args.trace,
+            "--years", str(years)] + (["--last-modified"] if args.last_modified else []) + (
+        {None: [], True: ["--timetable"], False: ["--no-timetable"]}[args.timetable]) + (
+        ["--burst"] if args.burst == "both" or (args.burst and name == "this") else []) + (
+        [f"--set={item}" for item in args.set] if name == "this" else []) + (
+        ["--fixture", args.fixture] if args.fixture else [])  # fmt: skip
+
+
+#: the prefix whose instructions are taken off (start-up, imports, the
+#: trace's loading and first crawl): what is left is the revisits' own
+BASE_YEARS = 0.01
+
+
+def count_instructions(args, sides: dict[str, str]) -> int:
+    """Instructions per visit of each side, counted by callgrind: two runs
+    per side (the first ``args.years`` and the first ``BASE_YEARS``), the
+    difference over the difference in visits. Counts repeat exactly for the
+    same code, Python and inputs, whatever else the machine runs, so a
+    change of 1-2 % shows (CPU time here moves 10 % from run to run). What
+    is counted: the whole simulation loop between the two prefixes, i.e.
+    the hook and planner plus the few lines of the loop around them (the
+    same on both sides: a ratio is a little closer to 1 than the planner's
+    own)."""
+    import shutil
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    if shutil.which("valgrind") is None:
+        print("--instructions needs valgrind (Debian: apt-get install valgrind)")
+        return 2
+
+    def run(name: str, years: float) -> tuple[int, dict]:
+        with tempfile.TemporaryDirectory() as tmp:
+            out_file = Path(tmp) / "callgrind.out"
+            cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}",
+                   *worker_command(args, sides, name, years)]  # fmt: skip
+            done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+            totals = [line for line in out_file.read_text().splitlines() if line.startswith("totals:")]
+            return int(totals[0].split()[1]), json.loads(done.stdout)
+
+    jobs = [(name, years) for name in sides for years in (args.years, BASE_YEARS)]
+    with ThreadPoolExecutor(max_workers=2) as pool:  # two valgrinds at once (two cores)
+        counted = dict(zip(jobs, pool.map(lambda job: run(*job), jobs)))
+    per_visit = {}
+    print(f"{args.trace}, first {args.years:g} years less the first {BASE_YEARS:g}, under callgrind:")
+    for name in sides:
+        (total, out), (base, base_out) = counted[(name, args.years)], counted[(name, BASE_YEARS)]
+        visits = out["visits"] - base_out["visits"]
+        per_visit[name] = (total - base) / visits
+        print(f"  {name:<6} {per_visit[name] / 1000:8.1f} thousand instructions per visit  ({visits} visits; "
+              f"decisions {out['digest']})  ({sides[name]})")  # fmt: skip
+    if "other" in per_visit:
+        same = {counted[(name, args.years)][1]["digest"] for name in sides}
+        print(f"  this / other = {per_visit['this'] / per_visit['other']:.3f}; "
+              f"decisions {'identical' if len(same) == 1 else 'DIFFER: ' + ', '.join(sorted(same))}")  # fmt: skip
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--against", help="another checkout (e.g. /work/main) to compare with")
@@ -124,6 +194,9 @@ def main(argv=None) -> int:
                         help="one more setting, on this side only (NAME without AOPIC_ is read as "
                              "AOPIC_RECRAWL_NAME)")  # fmt: skip
     parser.add_argument("--fixture", help="traces file (default: recrawl_traces.py's fixture)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions under valgrind's callgrind instead of timing "
+                             "(deterministic; slow: use a short --years)")  # fmt: skip
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker or args.memory:
@@ -139,16 +212,13 @@ def main(argv=None) -> int:
     sides = {"this": str(ROOT)}
     if args.against:
         sides = {"other": str(Path(args.against).resolve()), "this": str(ROOT)}
+    if args.instructions:
+        return count_instructions(args, sides)
     results: dict[str, list[dict]] = {name: [] for name in sides}
     names = list(sides)
     for rep in range(args.repeats):
         for name in names if rep % 2 == 0 else names[::-1]:
-            cmd = [sys.executable, __file__, "--worker", sides[name], "--trace", args.trace,
-                   "--years", str(args.years)] + (["--last-modified"] if args.last_modified else []) + (
-                {None: [], True: ["--timetable"], False: ["--no-timetable"]}[args.timetable]) + (
-                ["--burst"] if args.burst == "both" or (args.burst and name == "this") else []) + (
-                [f"--set={item}" for item in args.set] if name == "this" else []) + (
-                ["--fixture", args.fixture] if args.fixture else [])  # fmt: skip
+            cmd = worker_command(args, sides, name, args.years)
             out = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
             results[name].append(out)
             print(f"  run {rep + 1} {name:<6} {out['us']:7.1f} µs/visit  {out['visits']} visits  "
