@@ -139,9 +139,9 @@ def count_instructions(args, sides: dict[str, str]) -> int:
     same code, Python and inputs, whatever else the machine runs, so a
     change of 1-2 % shows (CPU time here moves 10 % from run to run). What
     is counted: the whole simulation loop between the two prefixes, i.e.
-    the hook and planner plus the few lines of the loop around them (the
-    same on both sides: a ratio is a little closer to 1 than the planner's
-    own)."""
+    the hook and planner plus the few lines of the loop around them, and
+    the digest of the longer run's fetch times (the same on both sides: a
+    ratio is a little closer to 1 than the planner's own)."""
     import shutil
     import tempfile
     from concurrent.futures import ThreadPoolExecutor
