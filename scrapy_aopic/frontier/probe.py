@@ -107,8 +107,8 @@ class DownloadProbe:
         if self._handed_since_sweep >= self.SWEEP_EVERY:
             self._handed_since_sweep = 0
             slots = getattr(self._downloader, "slots", None) or {}
-            for key in list(self._on_the_way):
-                self._unplaced(key, slots)
+            for slot_key in list(self._on_the_way):
+                self._unplaced(slot_key, slots)
 
     def _unplaced(self, key: str, slots: dict) -> int:
         """How many requests handed out for ``key`` are in the downloader
@@ -144,10 +144,13 @@ class DownloadProbe:
         slots = getattr(self._downloader, "slots", None)
         if slots is None:
             return True
-        unplaced = self._unplaced(host, slots)
         slot = slots.get(host)
         if slot is not None:
-            return not _slot_full(slot, unplaced)
+            # A delayed slot does not count the requests on their way
+            # (_slot_full), so they are not walked for it: next_request
+            # asks for every candidate host.
+            return not _slot_full(slot, 0 if slot.delay else self._unplaced(host, slots))
+        unplaced = self._unplaced(host, slots)
         if not unplaced:
             return True
         # The slot Scrapy will create for them: full at its concurrency,

@@ -33,7 +33,8 @@ class FakeDownloader:
 
     def __init__(self):
         self.slots: dict[str, Slot] = {}
-        self.pulled = set()
+        #: requests the engine pulled that are not in a slot yet (in the downloader middlewares)
+        self.pulled: set[Request] = set()
 
     def fill(self, host: str, active: int, concurrency: int = 2, delay: float = 0.0, transferring: int = 0):
         """``active`` requests in ``host``'s slot: ``transferring`` of them
@@ -45,9 +46,6 @@ class FakeDownloader:
         slot.transferring = set(requests[:transferring])
         slot.queue.extend((request, None) for request in requests[transferring:])
         self.slots[host] = slot
-
-    #: requests the engine pulled that are not in a slot yet (in the downloader middlewares)
-    pulled: set[Request]
 
     @property
     def active(self) -> set[Request]:
