@@ -25,8 +25,14 @@ $(STAMP): setup.cfg pyproject.toml
 demo: $(STAMP)
 	$(PY) example_project/run_demo.py
 
+# Tests run in parallel (pytest-xdist): a worker per core, at most four.
+# Every test serves its sites, Redis and JOBDIRs on its own ports and paths.
+# `PYTEST_WORKERS=0 make test` runs them in one process.
+PYTEST_WORKERS ?= auto
+PYTEST_ARGS := -q -n $(PYTEST_WORKERS) --maxprocesses=4
+
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 $(FLOOR_STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(FLOOR_VENV)
@@ -37,7 +43,7 @@ $(FLOOR_STAMP): setup.cfg pyproject.toml
 # The suite on the oldest supported Scrapy (tests needing the bench/ml extras skip).
 test-floor: $(FLOOR_STAMP)
 	$(FLOOR_VENV)/bin/python -c "import scrapy; print('Scrapy', scrapy.__version__)"
-	$(FLOOR_VENV)/bin/python -m pytest -q
+	$(FLOOR_VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
