@@ -50,6 +50,10 @@ traces are stored compactly in ``benchmarks/data/recrawl_traces.json.gz``
         --add httpx-docs=/work/.mirror/encode+httpx/repo \\
         --add pydantic-docs=/work/.mirror/pydantic+pydantic/repo \\
         --add mypy-docs=/work/.mirror/python+mypy/repo   # host activity's held-out check
+    .venv/bin/python benchmarks/recrawl_traces.py --out benchmarks/data/recrawl_traces_heldout3.json.gz \\
+        --add cargo-book=/work/.mirror/rust-lang+cargo/repo \\
+        --add pytest-docs=/work/.mirror/pytest-dev+pytest/repo \\
+        --add black-docs=/work/.mirror/psf+black/repo   # a third held-out set
 """
 
 from __future__ import annotations
@@ -125,6 +129,13 @@ GIT_SOURCES = {
     "httpx-docs": ("docs/", ".md", "httpx.example"),
     "pydantic-docs": ("docs/", ".md", "pydantic.example"),
     "mypy-docs": ("docs/source/", ".rst", "mypy.example"),
+    # In HELDOUT3, a third held-out set added 2026-11-27 after everything
+    # above was settled (never used to settle anything): the Cargo book
+    # (its src/doc/src/ tree, moved in 2026), pytest's and Black's
+    # documentation.
+    "cargo-book": ("src/doc/src/", ".md", "cargo.example"),
+    "pytest-docs": ("doc/en/", ".rst", "pytest.example"),
+    "black-docs": ("docs/", ".md", "black.example"),
 }
 #: git_trace options of some sources: the docs-cn snapshot lacks some
 #: blobs that rename detection reads
