@@ -28,8 +28,8 @@ creation, becomes its birth): the ``*_births.json.gz`` fixtures, which
         --git peps=$M/python+peps/repo --git rust-book=$M/rust-lang+book/repo \\
         --git devguide=$M/python+devguide/repo --git packaging-guide=$M/pypa+packaging.python.org/repo \\
         --git scrapy-docs=$M/scrapy+scrapy/repo --git pip-src=$M/pypa+pip/repo --git sphinx-src=$M/sphinx-doc+sphinx/repo
-    # and with --fixture benchmarks/data/recrawl_traces_{extra,heldout,heldout2}.json.gz (their --git
-    # sources as in recrawl_traces.py) -> recrawl_traces_{extra,heldout,heldout2}_births.json.gz
+    # and with --fixture benchmarks/data/recrawl_traces_{extra,heldout,heldout2,heldout3}.json.gz (their --git
+    # sources as in recrawl_traces.py) -> recrawl_traces_{extra,heldout,heldout2,heldout3}_births.json.gz
 """
 
 from __future__ import annotations
