@@ -16,10 +16,12 @@ from urllib.parse import urlsplit
 from ..meta import DOWNLOAD_SLOT
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from scrapy.crawler import Crawler
 
 
-def _slot_full(slot: Any, unplaced: int = 0) -> bool:
+def _slot_full(slot: Any, unplaced: Callable[[], int] = lambda: 0) -> bool:
     """Whether one more request in ``slot`` would only wait there.
 
     Scrapy sends a slot's requests at most ``concurrency`` at a time and,
@@ -31,16 +33,18 @@ def _slot_full(slot: Any, unplaced: int = 0) -> bool:
     after the delay whatever the first one does, so a slow page must not
     stop its host (it does not with Scrapy's own scheduler either).
 
-    ``unplaced`` requests of the slot are on their way to it (handed out,
-    not in it yet). They fill a slot without a delay as if they were in it.
-    A slot with a delay keeps its rule: the requests on their way are what
-    its queue holds next, so that it sends one per delay without waiting
-    for the engine to ask again (counting them there slowed a polite crawl).
+    ``unplaced()`` counts the requests of the slot on their way to it
+    (handed out, not in it yet). They fill a slot without a delay as if they
+    were in it. A slot with a delay keeps its rule, and they are not
+    counted for it (next_request asks for every candidate host): the
+    requests on their way are what its queue holds next, so that it sends
+    one per delay without waiting for the engine to ask again (counting
+    them there slowed a polite crawl).
     """
-    if len(slot.active) + (0 if slot.delay else unplaced) >= slot.concurrency:
-        return True
     if not slot.delay:
-        return False
+        return len(slot.active) + unplaced() >= slot.concurrency
+    if len(slot.active) >= slot.concurrency:
+        return True
     queue = getattr(slot, "queue", None)
     if queue is None:  # another Scrapy: one request at a time
         return len(slot.active) >= 1
@@ -146,10 +150,7 @@ class DownloadProbe:
             return True
         slot = slots.get(host)
         if slot is not None:
-            # A delayed slot does not count the requests on their way
-            # (_slot_full), so they are not walked for it: next_request
-            # asks for every candidate host.
-            return not _slot_full(slot, 0 if slot.delay else self._unplaced(host, slots))
+            return not _slot_full(slot, lambda: self._unplaced(host, slots))
         unplaced = self._unplaced(host, slots)
         if not unplaced:
             return True
