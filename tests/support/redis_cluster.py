@@ -298,7 +298,15 @@ def dump_slot(port: int, slot: int) -> dict[bytes, tuple[bytes, int]]:
     client = redis.Redis(port=port)
     try:
         keys = client.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1 << 20)
-        return {key: (client.dump(key), max(client.pttl(key), 0)) for key in keys}
+        dumped = {}
+        for key in keys:
+            # A key with a TTL (a worker's last pop expires with its lease)
+            # can expire between the listing and its DUMP on a loaded
+            # machine: it was not there to be replicated, so leave it out.
+            value, ttl = client.dump(key), client.pttl(key)
+            if value is not None and ttl != -2:
+                dumped[key] = (value, max(ttl, 0))
+        return dumped
     finally:
         client.close()
 
