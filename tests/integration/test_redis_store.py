@@ -761,11 +761,12 @@ def test_seeds_taken_count_as_work_until_scheduled(store, monkeypatch):
     assert store.activity(key) == (0, 0, 0)
     assert store.take_seeds(key, 16) == []  # nothing taken: no claim
     assert store.activity(key) == (0, 0, 0)
-    monkeypatch.setattr(redis_seeds, "SEED_CLAIM_SECONDS", 0.05)
+    # Long enough that a stalled shared machine still sees the claim live.
+    monkeypatch.setattr(redis_seeds, "SEED_CLAIM_SECONDS", 0.5)
     store.server.rpush(key, b"http://c.example/")
     assert store.take_seeds(key, 16) == [b"http://c.example/"]
     assert store.activity(key)[2] == 1
-    time.sleep(0.1)  # the taker died: its claim runs out
+    time.sleep(0.6)  # the taker died: its claim runs out
     assert store.activity(key) == (0, 0, 0)
 
 
