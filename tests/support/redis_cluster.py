@@ -300,9 +300,10 @@ def dump_slot(port: int, slot: int) -> dict[bytes, tuple[bytes, int]]:
         keys = client.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 1 << 20)
         dumped = {}
         for key in keys:
-            # A key with a TTL (a worker's last pop expires with its lease)
-            # can expire between the listing and its DUMP on a loaded
-            # machine: it was not there to be replicated, so leave it out.
+            # A key can vanish between the listing and its DUMP on a loaded
+            # machine (a TTL running out: a worker's last pop expires with
+            # its lease, maybe another test's key in the same hash slot of
+            # the session's cluster): gone, it is not in the snapshot.
             value, ttl = client.dump(key), client.pttl(key)
             if value is not None and ttl != -2:
                 dumped[key] = (value, max(ttl, 0))
