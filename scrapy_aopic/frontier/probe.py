@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 
-def _slot_full(slot: Any, unplaced: Callable[[], int] = lambda: 0) -> bool:
+def _slot_full(slot: Any, unplaced: Callable[[], int]) -> bool:
     """Whether one more request in ``slot`` would only wait there.
 
     Scrapy sends a slot's requests at most ``concurrency`` at a time and,
